@@ -1,0 +1,8 @@
+"""The subcommands of `errorkb`, one module each with `add_parser(subcommands)`.
+
+Each parser sets `run` (taking the parsed arguments, returning the exit code) as its default.
+"""
+
+from generator.commands import extract
+
+COMMANDS = (extract,)

@@ -1,0 +1,24 @@
+"""Problems a user can fix. Each prints as one line naming the file or input at fault.
+
+Anything else that escapes is a bug in errorkb and keeps its traceback.
+"""
+
+
+class ErrorkbError(Exception):
+    """A problem with errorkb's input, printed as one line without a traceback."""
+
+
+class SourceError(ErrorkbError):
+    """The upstream source cannot be read: unknown spec, missing revision, corrupt download."""
+
+
+class ConfigError(ErrorkbError):
+    """`errorkb.toml` is missing a value or has one of the wrong type."""
+
+
+class ContentError(ErrorkbError):
+    """One or more curated content files are invalid; the message lists every problem."""
+
+
+class BuildError(ErrorkbError):
+    """The site cannot be written: output folder locked, not writable, or another build running."""

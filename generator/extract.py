@@ -1,0 +1,633 @@
+"""Find every raise, assert and `warnings.warn` site in one Python file.
+
+Python's own parser (`ast`, in C) walks the whole file: it is fast and gives every statement's
+position and nesting, from which the qualified name, guard conditions and context follow.
+libcst then reads exactly the few expressions that matter (each message, and each condition that
+has to be negated), so messages keep upstream's source to the character without paying for a
+full concrete syntax tree of 1.8 million lines.
+
+`extract_source` is the pure core: bytes in, sites out. It raises `UnparsableFile` for a file
+that is not valid Python 3 for this interpreter; the orchestrator (`generator.pipeline`) turns
+that into a recorded problem and goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import string
+import tokenize
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import libcst as cst
+
+from generator.model import Placeholder, Site, Template
+
+SNIPPET_BEFORE = 10
+SNIPPET_AFTER = 9
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_WHITESPACE = re.compile(r"\s+")
+_EMPTY_MODULE = cst.Module(body=[])
+_MESSAGE_KEYWORDS = ("message", "msg", "detail")
+_PERCENT_FIELD = re.compile(
+    r"%(?:\((?P<key>[^)]*)\))?(?P<flags>[-#0 +]*)(?P<width>\*|\d+)?(?:\.(?P<precision>\*|\d+))?"
+    r"[hlL]?(?P<type>[diouxXeEfFgGcrsa%])"
+)
+
+
+class UnparsableFile(Exception):
+    """The file is not Python this extractor can read; the message says why."""
+
+
+def extract_source(data: bytes, path: str) -> tuple[Site, ...]:
+    """Every site in one file's bytes, in source order, with `path` as given."""
+    text = decode_source(data)
+    try:
+        tree = ast.parse(data, filename=path)
+    except SyntaxError as error:
+        raise UnparsableFile(f"syntax error at line {error.lineno}: {error.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise UnparsableFile(str(error) or type(error).__name__) from None
+    lines = _LINE_BREAK.split(text)
+    collector = SiteCollector(warn_names=_warn_names(tree) if "warn" in text else None)
+    collector.visit_module(tree)
+    reader = _Reader(lines)
+    sites = [reader.site(found, path) for found in collector.found]
+    return _number(sites)
+
+
+def decode_source(data: bytes) -> str:
+    """The file's text, honouring a BOM and a coding cookie as Python does."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as error:
+        raise UnparsableFile(f"cannot decode: {error}") from None
+
+
+def _warn_names(tree: ast.Module) -> frozenset[str]:
+    """Names under which this module can call `warnings.warn` (`import warnings as w` too)."""
+    modules, functions = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(a.asname or a.name for a in node.names if a.name == "warnings")
+        elif isinstance(node, ast.ImportFrom) and node.module == "warnings":
+            functions.update(a.asname or a.name for a in node.names if a.name == "warn")
+    return frozenset({f"{m}.warn" for m in modules} | functions)
+
+
+# -- Collecting: the visitor only walks and records --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A condition on the path to a site: `test` holds, or with `negated` it does not."""
+
+    test: ast.expr
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A site as the walk met it, before its expressions are read."""
+
+    kind: str
+    node: ast.stmt | ast.Call
+    function: str
+    scope: ast.AST | None
+    guards: tuple[Guard, ...]
+    context: tuple[ast.AST, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    qualname: str
+    node: ast.AST | None
+    in_function: bool
+
+
+class SiteCollector:
+    """Walks a module's statements and records every site with its scope, guards and context.
+
+    Statement lists are walked in order so that an early exit (`if x: return`) guards the
+    statements after it; a function body starts with no guards, a class body inherits them.
+    """
+
+    def __init__(self, warn_names: frozenset[str] | None) -> None:
+        self.found: list[Found] = []
+        self._warn_names = warn_names
+
+    def visit_module(self, tree: ast.Module) -> None:
+        self._block(tree.body, _Scope("", None, False), (), ())
+
+    def _block(self, body, scope: _Scope, guards: tuple, context: tuple) -> None:
+        for statement in body:
+            self._statement(statement, scope, guards, context)
+            guards = guards + _exit_guards(statement)
+
+    def _statement(self, node, scope: _Scope, guards: tuple, context: tuple) -> None:
+        if isinstance(node, ast.Raise):
+            if node.exc is not None:
+                self.found.append(Found("raise", node, scope.qualname, scope.node, guards, context))
+            self._calls(node, scope, guards, context)
+        elif isinstance(node, ast.Assert):
+            self.found.append(Found("assert", node, scope.qualname, scope.node, guards, context))
+            self._calls(node, scope, guards, context)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self._definition(node, scope, guards, context)
+        elif isinstance(node, ast.If):
+            self._calls(node.test, scope, guards, context)
+            self._block(node.body, scope, guards + (Guard(node.test, False),), context)
+            self._block(node.orelse, scope, guards + (Guard(node.test, True),), context)
+        elif isinstance(node, ast.While):
+            self._calls(node.test, scope, guards, context)
+            constant = isinstance(node.test, ast.Constant)
+            inner = guards if constant else guards + (Guard(node.test, False),)
+            self._block(node.body, scope, inner, context + (node,))
+            self._block(node.orelse, scope, guards if constant else guards + (Guard(node.test, True),), context)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self._calls(node.iter, scope, guards, context)
+            self._block(node.body, scope, guards, context + (node,))
+            self._block(node.orelse, scope, guards, context)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self._calls(item.context_expr, scope, guards, context)
+            self._block(node.body, scope, guards, context + (node,))
+        elif isinstance(node, (ast.Try, ast.TryStar)):
+            self._block(node.body, scope, guards, context + (node,))
+            for handler in node.handlers:
+                if handler.type is not None:
+                    self._calls(handler.type, scope, guards, context)
+                self._block(handler.body, scope, guards, context + (handler,))
+            self._block(node.orelse, scope, guards, context)
+            self._block(node.finalbody, scope, guards, context)
+        elif isinstance(node, ast.Match):
+            self._calls(node.subject, scope, guards, context)
+            for case in node.cases:
+                inner = guards + (Guard(case.guard, False),) if case.guard is not None else guards
+                self._block(case.body, scope, inner, context + (case,))
+        else:
+            self._calls(node, scope, guards, context)
+
+    def _definition(self, node, scope: _Scope, guards: tuple, context: tuple) -> None:
+        for expression in _header_expressions(node):
+            self._calls(expression, scope, guards, context)
+        prefix = scope.qualname + (".<locals>." if scope.in_function else ".") if scope.qualname else ""
+        qualname = prefix + node.name
+        if isinstance(node, ast.ClassDef):
+            self._block(node.body, _Scope(qualname, scope.node, False), guards, context)
+        else:
+            self._block(node.body, _Scope(qualname, node, True), (), ())
+
+    def _calls(self, node: ast.AST, scope: _Scope, guards: tuple, context: tuple) -> None:
+        """Record `warnings.warn(...)` calls anywhere inside an expression or simple statement."""
+        if not self._warn_names:
+            return
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call) and _dotted(inner.func) in self._warn_names:
+                self.found.append(Found("warning", inner, scope.qualname, scope.node, guards, context))
+
+
+def _header_expressions(node) -> list[ast.AST]:
+    expressions = list(node.decorator_list)
+    if isinstance(node, ast.ClassDef):
+        return expressions + list(node.bases) + [k.value for k in node.keywords]
+    arguments = node.args
+    defaults = list(arguments.defaults) + [d for d in arguments.kw_defaults if d is not None]
+    return expressions + defaults
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _exit_guards(node: ast.stmt) -> tuple[Guard, ...]:
+    """What holds after an `if`/`elif` chain whose every branch but the last `else` exits."""
+    if not isinstance(node, ast.If):
+        return ()
+    tests = []
+    while True:
+        if not _always_exits(node.body):
+            return ()
+        tests.append(node.test)
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            continue
+        if node.orelse and _always_exits(node.orelse):
+            return ()
+        return tuple(Guard(test, True) for test in tests)
+
+
+def _always_exits(body: list[ast.stmt]) -> bool:
+    last = body[-1]
+    if isinstance(last, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        return True
+    if isinstance(last, ast.If) and last.orelse:
+        return _always_exits(last.body) and _always_exits(last.orelse)
+    return False
+
+
+# -- Reading: exact expressions through libcst --------------------------------------------------
+
+
+class _Reader:
+    """Turns what the walk found into `Site` records, reading source text by position."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+        self._encoded: dict[int, bytes] = {}
+        self._conditions: dict[tuple[int, bool], tuple[str, ...]] = {}
+
+    def site(self, found: Found, path: str) -> Site:
+        node = found.node
+        exception, message, assert_condition = self._subject(found)
+        line, end_line = node.lineno, node.end_lineno or node.lineno
+        conditions = tuple(text for guard in found.guards for text in self._condition(guard))
+        return Site(
+            kind=found.kind,
+            exception=exception,
+            template=self.template(message) if message is not None else None,
+            path=path,
+            line=line,
+            end_line=end_line,
+            function=found.function,
+            conditions=conditions,
+            context=tuple(self._context(node) for node in found.context),
+            assert_condition=assert_condition,
+            snippet_start=max(1, line - SNIPPET_BEFORE),
+            snippet_end=min(len(self._lines), end_line + SNIPPET_AFTER),
+        )
+
+    def _subject(self, found: Found) -> tuple[str | None, ast.expr | None, str | None]:
+        """The exception name, the message expression and an assert's condition."""
+        node = found.node
+        if found.kind == "assert":
+            return "AssertionError", node.msg, self.source(node.test)
+        if found.kind == "warning":
+            category = _argument(node, 1, ("category",))
+            return (self.source(category) if category else "UserWarning"), _argument(node, 0, ("message",)), None
+        exception = node.exc
+        if isinstance(exception, (ast.Name, ast.Attribute)):
+            exception = _resolve(exception, found) or exception
+        if isinstance(exception, ast.Call):
+            return self.source(exception.func), _argument(exception, 0, _MESSAGE_KEYWORDS), None
+        if isinstance(exception, ast.ExceptHandler):
+            return (self.source(exception.type) if exception.type else None), None, None
+        name = _dotted(exception)
+        if name and name.rsplit(".", 1)[-1][:1].isupper():
+            return self.source(exception), None, None
+        return None, None, None
+
+    def source(self, node: ast.AST) -> str:
+        """The node's source on one line, exactly as written but for line breaks and comments."""
+        first, last = node.lineno - 1, node.end_lineno - 1
+        start, end = node.col_offset, node.end_col_offset
+        if first == last:
+            text = self._line_bytes(first)[start:end].decode()
+        else:
+            pieces = [self._line_bytes(first)[start:].decode()]
+            pieces.extend(self._lines[first + 1 : last])
+            pieces.append(self._line_bytes(last)[:end].decode())
+            text = "\n".join(pieces)
+        return one_line(text)
+
+    def _line_bytes(self, index: int) -> bytes:
+        encoded = self._encoded.get(index)
+        if encoded is None:
+            encoded = self._encoded[index] = self._lines[index].encode()
+        return encoded
+
+    def _condition(self, guard: Guard) -> tuple[str, ...]:
+        key = (id(guard.test), guard.negated)
+        texts = self._conditions.get(key)
+        if texts is None:
+            text = self.source(guard.test)
+            texts = self._conditions[key] = negate(text) if guard.negated else (text,)
+        return texts
+
+    def _context(self, node: ast.AST) -> str:
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            keyword = "async for" if isinstance(node, ast.AsyncFor) else "for"
+            return f"{keyword} {self.source(node.target)} in {self.source(node.iter)}"
+        if isinstance(node, ast.While):
+            return f"while {self.source(node.test)}"
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            keyword = "async with" if isinstance(node, ast.AsyncWith) else "with"
+            items = [
+                self.source(item.context_expr) + (f" as {self.source(item.optional_vars)}" if item.optional_vars else "")
+                for item in node.items
+            ]
+            return f"{keyword} " + ", ".join(items)
+        if isinstance(node, (ast.Try, ast.TryStar)):
+            return "try"
+        if isinstance(node, ast.ExceptHandler):
+            text = "except" + (f" {self.source(node.type)}" if node.type else "")
+            return text + (f" as {node.name}" if node.name else "")
+        if isinstance(node, ast.match_case):
+            return f"case {self.source(node.pattern)}"
+        raise AssertionError(f"no context for {type(node).__name__}")
+
+    def template(self, node: ast.expr) -> Template:
+        return template_of(self.source(node))
+
+
+def _argument(call: ast.Call, index: int, keywords: tuple[str, ...]) -> ast.expr | None:
+    positional = call.args[index] if len(call.args) > index else None
+    if positional is not None and not isinstance(positional, ast.Starred):
+        return positional
+    for keyword in call.keywords:
+        if keyword.arg in keywords:
+            return keyword.value
+    return None
+
+
+def _resolve(name: ast.expr, found: Found) -> ast.AST | None:
+    """What a raised variable holds: its last assignment above the raise in the same function,
+    or the `except ... as name` handler it was bound by; None when the code does not say."""
+    if not isinstance(name, ast.Name):
+        return None
+    for handler in reversed(found.context):
+        if isinstance(handler, ast.ExceptHandler) and handler.name == name.id:
+            return handler
+    if found.scope is None:
+        return None
+    latest = None
+    for node in ast.walk(found.scope):
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno < found.node.lineno
+            and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets)
+            and (latest is None or node.lineno > latest.lineno)
+        ):
+            latest = node
+    if latest is not None and isinstance(latest.value, ast.Call):
+        return latest.value
+    return None
+
+
+def _number(sites: list[Site]) -> tuple[Site, ...]:
+    """Give each site without literal text its ordinal among like sites of its function."""
+    seen: dict[tuple, int] = {}
+    numbered = []
+    for site in sites:
+        if site.message is None:
+            group = (site.function, site.kind, site.exception, site.assert_condition)
+            ordinal = seen.get(group, 0)
+            seen[group] = ordinal + 1
+            site = replace(site, ordinal=ordinal)
+        numbered.append(site)
+    return tuple(numbered)
+
+
+# -- One-line source and negation ---------------------------------------------------------------
+
+
+def one_line(text: str) -> str:
+    """Source of an expression on one line: line breaks inside brackets become one space (none
+    next to a bracket), comments go; everything on a line is kept to the character."""
+    if "\n" not in text and "\r" not in text and "#" not in text and "\\" not in text:
+        return text.strip()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("(" + text + ")").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return _WHITESPACE.sub(" ", text).strip()
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    tokens = [token for token in tokens if token.type not in skip][1:-1]
+    pieces: list[str] = []
+    previous = None
+    for token in tokens:
+        if previous is not None:
+            if token.start[0] == previous.end[0]:
+                pieces.append(token.line[previous.end[1] : token.start[1]])
+            elif previous.string not in "([{" and token.string not in ")]},":
+                pieces.append(" ")
+        pieces.append(token.string)
+        previous = token
+    return "".join(pieces)
+
+
+_FLIPPED = {
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.LessThan: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.LessThanEqual,
+    cst.LessThanEqual: cst.GreaterThan,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
+}
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+
+
+@lru_cache(maxsize=4096)
+def negate(text: str) -> tuple[str, ...]:
+    """Conditions that hold when `text` is false, written as a person would: `not is_cuda()`,
+    `x not in y`, `x is None`; a negated `a or b` is the two conditions `not a`, `not b`."""
+    try:
+        node = cst.parse_expression(text)
+    except cst.ParserSyntaxError:
+        return (f"not ({text})",)
+    return tuple(_code(n) for n in _negated(_bare(node)))
+
+
+def _negated(node: cst.BaseExpression) -> list[cst.BaseExpression | str]:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return [_bare(node.expression)]
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        target = node.comparisons[0]
+        flipped = _FLIPPED[type(target.operator)]()
+        return [node.with_changes(comparisons=[target.with_changes(operator=flipped)])]
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or):
+        return _negated(_bare(node.left)) + _negated(_bare(node.right))
+    code = _code(node)
+    if isinstance(node, _ATOMS):
+        return [f"not {code}"]
+    return [f"not ({code})"]
+
+
+def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    if getattr(node, "lpar", None):
+        return node.with_changes(lpar=[], rpar=[])
+    return node
+
+
+def _code(node: cst.CSTNode | str) -> str:
+    return node if isinstance(node, str) else _EMPTY_MODULE.code_for_node(node)
+
+
+# -- Message templates --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=8192)
+def template_of(text: str) -> Template:
+    """The template of a message expression's source: literal text as the user sees it, each
+    interpolation as a placeholder holding its source. Implicit concatenation, `+`,
+    `"...".format(...)` and `%` formatting all fold into the same form."""
+    try:
+        node = cst.parse_expression("(" + text + ")")
+    except cst.ParserSyntaxError:
+        return Template((Placeholder(text),))
+    return Template(_merge(_parts(_bare(node))))
+
+
+def _parts(node: cst.BaseExpression) -> list[str | Placeholder]:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return [value] if isinstance(value, str) else [_placeholder(node)]
+    if isinstance(node, cst.ConcatenatedString):
+        return _parts(node.left) + _parts(node.right)
+    if isinstance(node, cst.FormattedString):
+        return _formatted(node)
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _bare(node.left), _bare(node.right)
+        if isinstance(node.operator, cst.Add) and (_stringy(left) or _stringy(right)):
+            return _parts(left) + _parts(right)
+        if isinstance(node.operator, cst.Modulo) and _literal(left) is not None:
+            return _percent(_literal(left), right)
+    if isinstance(node, cst.Call) and _is_format_call(node):
+        return _format(_literal(_bare(node.func.value)), node)
+    return [_placeholder(node)]
+
+
+def _stringy(node: cst.BaseExpression) -> bool:
+    node = _bare(node)
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Modulo)):
+        return _stringy(node.left) or _stringy(node.right)
+    return isinstance(node, cst.Call) and _is_format_call(node)
+
+
+def _is_format_call(node: cst.Call) -> bool:
+    func = node.func
+    return (
+        isinstance(func, cst.Attribute)
+        and func.attr.value == "format"
+        and _literal(_bare(func.value)) is not None
+    )
+
+
+def _literal(node: cst.BaseExpression) -> str | None:
+    """The value of a plain (not formatted) string literal, else None."""
+    node = _bare(node)
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = _literal(node.left), _literal(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
+def _formatted(node: cst.FormattedString) -> list[str | Placeholder]:
+    raw = "r" in node.prefix.lower()
+    parts: list[str | Placeholder] = []
+    for part in node.parts:
+        if isinstance(part, cst.FormattedStringText):
+            value = part.value
+            if not raw and "\\" in value:
+                value = _unescape(value)
+            parts.append(value.replace("{{", "{").replace("}}", "}"))
+        else:
+            spec = "".join(_code(p) for p in part.format_spec) if part.format_spec else ""
+            parts.append(
+                Placeholder(
+                    expr=one_line(_code(part.expression)),
+                    conversion=part.conversion or "",
+                    format_spec=spec,
+                    equal=part.equal is not None,
+                )
+            )
+    return parts
+
+
+def _unescape(value: str) -> str:
+    try:
+        return value.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError:
+        return value
+
+
+def _percent(fmt: str, arguments: cst.BaseExpression) -> list[str | Placeholder]:
+    arguments = _bare(arguments)
+    fields = [m for m in _PERCENT_FIELD.finditer(fmt) if m.group("type") != "%"]
+    if isinstance(arguments, cst.Tuple) and len(arguments.elements) == len(fields):
+        values = [_placeholder(e.value) for e in arguments.elements]
+    elif isinstance(arguments, cst.Dict):
+        by_key = {_literal(e.key): e.value for e in arguments.elements if isinstance(e, cst.DictElement)}
+        values = [_placeholder(by_key[m.group("key")]) if m.group("key") in by_key else _placeholder(arguments) for m in fields]
+    else:
+        values = [_placeholder(arguments)] * len(fields)
+    parts: list[str | Placeholder] = []
+    position = 0
+    values_iter = iter(values)
+    for match in _PERCENT_FIELD.finditer(fmt):
+        parts.append(fmt[position : match.start()])
+        position = match.end()
+        kind = match.group("type")
+        if kind == "%":
+            parts.append("%")
+            continue
+        value = next(values_iter)
+        spec = (match.group("flags") or "") + (match.group("width") or "")
+        if match.group("precision"):
+            spec += "." + match.group("precision")
+        if kind in "ra":
+            parts.append(replace(value, conversion=kind))
+        else:
+            parts.append(replace(value, format_spec=spec + kind) if spec else value)
+    parts.append(fmt[position:])
+    return parts
+
+
+def _format(fmt: str, call: cst.Call) -> list[str | Placeholder]:
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    parts: list[str | Placeholder] = []
+    automatic = 0
+    try:
+        fields = list(string.Formatter().parse(fmt))
+    except ValueError:
+        return [fmt]
+    for literal, name, spec, conversion in fields:
+        parts.append(literal)
+        if name is None:
+            continue
+        head, rest = re.match(r"([^.\[]*)(.*)", name).groups()
+        if head == "":
+            head, automatic = str(automatic), automatic + 1
+        if head.isdigit() and int(head) < len(positional):
+            expr = one_line(_code(positional[int(head)])) + rest
+        elif head in keywords:
+            expr = one_line(_code(keywords[head])) + rest
+        else:
+            expr = name
+        parts.append(Placeholder(expr=expr, conversion=conversion or "", format_spec=spec or ""))
+    return parts
+
+
+def _placeholder(node: cst.BaseExpression) -> Placeholder:
+    return Placeholder(one_line(_code(_bare(node))))
+
+
+def _merge(parts: list[str | Placeholder]) -> tuple[str | Placeholder, ...]:
+    merged: list[str | Placeholder] = []
+    for part in parts:
+        if isinstance(part, str):
+            if not part:
+                continue
+            if merged and isinstance(merged[-1], str):
+                merged[-1] += part
+                continue
+        merged.append(part)
+    return tuple(merged)

@@ -1,0 +1,219 @@
+"""Every record errorkb passes between its stages, in one place.
+
+Records are frozen, slotted dataclasses holding tuples, so they can be hashed, cached,
+compared and sent between processes unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+ID_PREFIX = "errorkb-id-v1\0"
+_WHITESPACE = re.compile(r"\s+")
+
+KINDS = ("raise", "assert", "warning")
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """One interpolated expression of a message, as upstream wrote it.
+
+    `expr` is the expression's source on one line; `conversion` (`r`, `s`, `a`), `format_spec`
+    and `equal` (the `=` of `f"{x=}"`) are kept so the template shows them.
+    """
+
+    expr: str
+    conversion: str = ""
+    format_spec: str = ""
+    equal: bool = False
+
+    def render(self) -> str:
+        text = self.expr + ("=" if self.equal else "")
+        if self.conversion:
+            text += "!" + self.conversion
+        if self.format_spec:
+            text += ":" + self.format_spec
+        return "{" + text + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A message template: literal text and placeholders in order.
+
+    Literal parts hold the text a user sees (escapes decoded). Rendered, literal braces are
+    doubled as in an f-string, so `{...}` always means a placeholder.
+    """
+
+    parts: tuple[str | Placeholder, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(
+            part.render() if isinstance(part, Placeholder) else escape_braces(part)
+            for part in self.parts
+        )
+
+    @property
+    def has_literal(self) -> bool:
+        return any(isinstance(part, str) and part.strip() for part in self.parts)
+
+    @property
+    def key(self) -> str:
+        """The template with whitespace runs collapsed and every placeholder written `{}`."""
+        raw = "".join(
+            "{}" if isinstance(part, Placeholder) else escape_braces(part) for part in self.parts
+        )
+        return _WHITESPACE.sub(" ", raw).strip()
+
+    @property
+    def placeholders(self) -> tuple[Placeholder, ...]:
+        return tuple(part for part in self.parts if isinstance(part, Placeholder))
+
+
+def escape_braces(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """One place in upstream's code that raises, asserts or warns.
+
+    Positions are 1-based lines of the file at the revision; `function` is the enclosing
+    qualified name (`""` at module level); `conditions` hold, outermost first, when the site is
+    reached; `context` names the loops, `with` blocks and `try` handlers around it;
+    `assert_condition` is the condition an assert checks (it failed when the error shows).
+    """
+
+    kind: str
+    exception: str | None
+    template: Template | None
+    path: str
+    line: int
+    end_line: int
+    function: str
+    conditions: tuple[str, ...]
+    context: tuple[str, ...]
+    assert_condition: str | None
+    snippet_start: int
+    snippet_end: int
+    ordinal: int = 0
+
+    @property
+    def message(self) -> str | None:
+        """The template's text, or None when it has no literal text."""
+        if self.template is None or not self.template.has_literal:
+            return None
+        return self.template.text
+
+    @property
+    def key(self) -> str:
+        """The id key: the template key, or a location key for sites without literal text."""
+        if self.message is not None:
+            assert self.template is not None
+            return self.template.key
+        key = f"@{self.path}:{self.function}:{self.ordinal}"
+        if self.kind == "assert":
+            key += f":{self.assert_condition}"
+        return key
+
+    def id(self, repo: str) -> str:
+        return error_id(repo, self.exception or "", self.key)
+
+
+def error_id(repo: str, exception: str, key: str) -> str:
+    """SPEC's id: sha256 of the namespace, repo, exception and key, 16 hex digits."""
+    payload = f"{ID_PREFIX}{repo}\0{exception}\0{key}".encode()
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """An input errorkb could not use: the file, and why. Reported, never fatal."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """The upstream revision a build describes.
+
+    `revision` is what links pin to (a commit sha, or the release tag `v0.5.23`); `commit` is
+    the commit sha where one is known; `date` is the commit or release date, ISO 8601 UTC.
+    """
+
+    repo: str
+    source: str
+    revision: str
+    date: str
+    commit: str = ""
+
+    def url(self, path: str, line: int | None = None) -> str:
+        url = f"https://github.com/{self.repo}/blob/{self.revision}/{path}"
+        return f"{url}#L{line}" if line else url
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One Python file of upstream: its path in upstream's layout and its git blob sha."""
+
+    path: str
+    blob_sha: str
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """Everything one extraction found: the sites, sorted, and the files it had to skip."""
+
+    upstream: Upstream
+    files: tuple[SourceFile, ...]
+    sites: tuple[Site, ...]
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEntry:
+    """One error: every site with the same exception and key, under one id.
+
+    `sites` are sorted by path and line; the first is the entry's primary location.
+    """
+
+    id: str
+    kind: str
+    exception: str | None
+    template: Template | None
+    sites: tuple[Site, ...]
+
+    @property
+    def message(self) -> str | None:
+        return self.sites[0].message
+
+    @property
+    def title(self) -> str:
+        """What a page calls the error: its message, or for a site without text what it checks."""
+        if self.message is not None:
+            return self.message
+        site = self.sites[0]
+        if site.kind == "assert":
+            return f"assert {site.assert_condition}"
+        if site.template is not None:
+            return f"{self.exception or 'exception'}({site.template.text})"
+        return f"{self.exception or 'unknown exception'} in {site.function or site.path}"
+
+
+def group_sites(sites: tuple[Site, ...], repo: str) -> tuple[ErrorEntry, ...]:
+    """Sites with the same exception and template key become one entry, sorted by id."""
+    by_id: dict[str, list[Site]] = {}
+    for site in sites:
+        by_id.setdefault(site.id(repo), []).append(site)
+    entries = []
+    for error_id, members in sorted(by_id.items()):
+        members.sort(key=lambda s: (s.path, s.line, s.end_line))
+        first = members[0]
+        entries.append(ErrorEntry(error_id, first.kind, first.exception, first.template, tuple(members)))
+    return tuple(entries)

@@ -1,0 +1,85 @@
+"""The extraction stage over a whole upstream tree: cache lookups, then the files that changed,
+parsed on every core, then the sites in a stable order."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from importlib.metadata import version as package_version
+
+from generator import extract
+from generator.cache import SiteCache
+from generator.model import Extraction, Problem, Site
+from generator.progress import Progress
+from generator.upstream import Source
+
+
+def extractor_version() -> str:
+    """Changes whenever the extractor's code, libcst or the Python grammar could change a
+    result, so the cache never serves sites an older extractor found."""
+    digest = hashlib.sha256(Path(extract.__file__).read_bytes())
+    digest.update(f"{package_version('libcst')}|{sys.version_info[:2]}".encode())
+    return digest.hexdigest()[:16]
+
+
+def extract_blob(path: str, data: bytes) -> tuple[Site, ...] | str:
+    """The sites of one file, or the reason it was skipped; never raises for bad input."""
+    try:
+        return extract.extract_source(data, path)
+    except extract.UnparsableFile as error:
+        return str(error)
+
+
+def _extract_batch(batch: list[tuple[str, bytes]]) -> list[tuple[Site, ...] | str]:
+    return [extract_blob(path, data) for path, data in batch]
+
+
+def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -> Extraction:
+    """Every site of the source, reading only blobs the cache does not already hold."""
+    cache = SiteCache(cache_dir, extractor_version())
+    files = source.files()
+    progress = Progress("extract", len(files))
+    results: dict[str, tuple[Site, ...] | str] = {}
+    missing = []
+    for file in files:
+        cached = cache.load(file.blob_sha, file.path)
+        if cached is None:
+            missing.append(file)
+        else:
+            results[file.path] = cached
+    done, sites_found = len(results), sum(len(r) for r in results.values() if not isinstance(r, str))
+    progress.update(done, f"files, {sites_found} sites")
+    for file, result in zip(missing, _run(source, missing, jobs)):
+        cache.store(file.blob_sha, result)
+        results[file.path] = result
+        done += 1
+        sites_found += 0 if isinstance(result, str) else len(result)
+        progress.update(done, f"files, {sites_found} sites")
+    progress.close()
+    sites: list[Site] = []
+    problems: list[Problem] = []
+    for file in files:
+        result = results[file.path]
+        if isinstance(result, str):
+            problems.append(Problem(file.path, result))
+        else:
+            sites.extend(result)
+    return Extraction(source.upstream, files, tuple(sites), tuple(problems))
+
+
+def _run(source: Source, files, jobs: int | None):
+    """Results in the order of `files`, parsed in worker processes when there is enough work."""
+    jobs = jobs or os.cpu_count() or 1
+    if jobs == 1 or len(files) < 8:
+        for file in files:
+            yield extract_blob(file.path, source.read(file))
+        return
+    batches = [files[i : i + 8] for i in range(0, len(files), 8)]
+    payloads = ([(f.path, source.read(f)) for f in batch] for batch in batches)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for batch_result in pool.map(_extract_batch, payloads):
+            yield from batch_result
