@@ -217,3 +217,66 @@ def group_sites(sites: tuple[Site, ...], repo: str) -> tuple[ErrorEntry, ...]:
         first = members[0]
         entries.append(ErrorEntry(error_id, first.kind, first.exception, first.template, tuple(members)))
     return tuple(entries)
+
+
+@dataclass(frozen=True, slots=True)
+class Solution:
+    """One curated way out: a short title and a Markdown body."""
+
+    title: str
+    body: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleFix:
+    """Before and after code or commands, with the language used to highlight them."""
+
+    before: str
+    after: str
+    language: str = "shell"
+
+
+@dataclass(frozen=True, slots=True)
+class Curated:
+    """The curated explanation of one error, from `content/errors/<id>.yaml`.
+
+    Markdown fields are untrusted text, rendered with raw HTML off. `fingerprint` is the
+    fingerprint of the code the text was written against; `review` is set when the text was
+    carried over from an older id (a reworded message) and waits for a human to re-read it.
+    """
+
+    id: str
+    path: str
+    message: str | None
+    explanation: str
+    solutions: tuple[Solution, ...]
+    example_fix: ExampleFix | None
+    situations: tuple[str, ...]
+    trigger: str | None
+    tags: tuple[str, ...]
+    fingerprint: str | None
+    review: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """One id ever published, as the ledger (`content/ledger.jsonl`) remembers it.
+
+    `status` is `active`, `retired` (no longer raised since `retired_in`) or `moved` (a
+    reworded message: `moved_to` is the new id). `last` keeps the last known message, exception
+    and location so a retired page can still say what and where it was.
+    """
+
+    id: str
+    status: str
+    first_seen: str
+    last_seen: str
+    kind: str
+    exception: str | None
+    message: str | None
+    path: str
+    line: int
+    function: str
+    moved_to: str | None = None
+    retired_in: str | None = None
+    aliases: tuple[str, ...] = ()
