@@ -243,6 +243,7 @@ class _Reader:
 
     def __init__(self, lines: list[str]) -> None:
         self._lines = lines
+        self._line_count = len(lines) - (lines[-1] == "")
         self._encoded: dict[int, bytes] = {}
         self._conditions: dict[tuple[int, bool], tuple[str, ...]] = {}
 
@@ -263,7 +264,7 @@ class _Reader:
             context=tuple(self._context(node) for node in found.context),
             assert_condition=assert_condition,
             snippet_start=max(1, line - SNIPPET_BEFORE),
-            snippet_end=min(len(self._lines), end_line + SNIPPET_AFTER),
+            snippet_end=min(self._line_count, end_line + SNIPPET_AFTER),
         )
 
     def _subject(self, found: Found) -> tuple[str | None, ast.expr | None, str | None]:

@@ -1,0 +1,456 @@
+"""The extractor's pure core on inline snippets: which sites, their templates, conditions,
+context, qualified names and keys."""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+
+import pytest
+
+from generator.extract import UnparsableFile, extract_source, negate, one_line
+from generator.model import error_id
+
+PATH = "python/sglang/srt/example.py"
+
+
+def sites_of(source: str):
+    return extract_source(textwrap.dedent(source).encode(), PATH)
+
+
+def only_site(source: str):
+    [site] = sites_of(source)
+    return site
+
+
+# -- Which statements are sites --------------------------------------------------------------
+
+FINDS_NOTHING = [
+    pytest.param("try:\n    f()\nexcept Exception:\n    raise\n", id="bare-reraise"),
+    pytest.param("x = 'raise ValueError(1)'  # assert x\n", id="words-in-strings-and-comments"),
+    pytest.param("import warnings\nwarnings.filterwarnings('ignore')\n", id="other-warnings-function"),
+    pytest.param("def warn(msg):\n    print(msg)\nwarn('not the warnings module')\n", id="local-warn-function"),
+    pytest.param("import logging\nlogging.warning('log, not warn')\n", id="logging"),
+]
+
+
+@pytest.mark.parametrize("source", FINDS_NOTHING)
+def test_finds_nothing(source):
+    assert sites_of(source) == ()
+
+
+FINDS_A_SITE = [
+    pytest.param("raise ValueError('x')", "raise", "ValueError", id="raise-call"),
+    pytest.param("raise ValueError", "raise", "ValueError", id="raise-class"),
+    pytest.param("raise errors.BadRequest('x') from None", "raise", "errors.BadRequest", id="raise-from"),
+    pytest.param("assert x", "assert", "AssertionError", id="assert"),
+    pytest.param("import warnings\nwarnings.warn('x')", "warning", "UserWarning", id="warnings-warn"),
+    pytest.param(
+        "import warnings\nwarnings.warn('x', DeprecationWarning)", "warning", "DeprecationWarning", id="category"
+    ),
+    pytest.param(
+        "import warnings\nwarnings.warn('x', category=FutureWarning, stacklevel=2)",
+        "warning",
+        "FutureWarning",
+        id="category-keyword",
+    ),
+    pytest.param("from warnings import warn\nwarn('x')", "warning", "UserWarning", id="from-import-warn"),
+    pytest.param("from warnings import warn as w\nw('x')", "warning", "UserWarning", id="from-import-alias"),
+    pytest.param("import warnings as wa\nwa.warn('x')", "warning", "UserWarning", id="module-alias"),
+    pytest.param("def f(x=warnings.warn('x')):\n    pass\nimport warnings", "warning", "UserWarning", id="in-default"),
+]
+
+
+@pytest.mark.parametrize("source, kind, exception", FINDS_A_SITE)
+def test_finds_a_site(source, kind, exception):
+    site = only_site(source)
+    assert (site.kind, site.exception) == (kind, exception)
+
+
+def test_positions_are_the_statement_lines():
+    site = only_site(
+        """\
+        def f():
+            raise ValueError(
+                "a"
+            )
+        """
+    )
+    assert (site.line, site.end_line) == (2, 4)
+
+
+# -- Message templates ---------------------------------------------------------------------
+
+TEMPLATES = [
+    pytest.param("raise E('Plain text.')", "Plain text.", id="literal"),
+    pytest.param("raise E(f'Please use {choices}.')", "Please use {choices}.", id="f-string"),
+    pytest.param("raise E(f'{x!r} and {y:.2f} and {z=}')", "{x!r} and {y:.2f} and {z=}", id="conversion-spec-equal"),
+    pytest.param("raise E(f'got {x:>{width}}')", "got {x:>{width}}", id="nested-format-spec"),
+    pytest.param("raise E(f'{{literal}} {x}')", "{{literal}} {x}", id="escaped-braces-f-string"),
+    pytest.param("raise E('dict {a: 1}')", "dict {{a: 1}}", id="braces-in-plain-literal"),
+    pytest.param("raise E('a ' f'{b} ' 'c')", "a {b} c", id="implicit-concatenation"),
+    pytest.param(
+        "raise E(\n    'first line '\n    f'{value} '  # why\n    'end'\n)", "first line {value} end", id="multi-line-concat"
+    ),
+    pytest.param("raise E('a ' + name + ' b')", "a {name} b", id="plus"),
+    pytest.param("raise E('n=' + str(n))", "n={str(n)}", id="plus-call"),
+    pytest.param("raise E('{} of {}'.format(a, b))", "{a} of {b}", id="format-auto"),
+    pytest.param("raise E('{1} or {0}'.format(a, b))", "{b} or {a}", id="format-indexed"),
+    pytest.param("raise E('{name!r:>4} in {0.attr}'.format(obj, name=n))", "{n!r:>4} in {obj.attr}", id="format-named"),
+    pytest.param("raise E('%s is %d' % (a, b))", "{a} is {b}", id="percent-tuple"),
+    pytest.param("raise E('%r only' % x)", "{x!r} only", id="percent-single"),
+    pytest.param("raise E('%.2f%% done' % ratio)", "{ratio:.2f}% done", id="percent-spec-and-escape"),
+    pytest.param("raise E('%(a)s/%(b)s' % {'a': x, 'b': y})", "{x}/{y}", id="percent-dict"),
+    pytest.param("raise E('tab\\there')", "tab\there", id="escape-decoded"),
+    pytest.param("raise E(f'tab\\t{x}')", "tab\t{x}", id="escape-decoded-f-string"),
+    pytest.param("raise E(rf'raw\\d{x}')", "raw\\d{x}", id="raw-f-string"),
+    pytest.param("raise HTTPException(status_code=400, detail=f'bad {x}')", "bad {x}", id="detail-keyword"),
+    pytest.param("assert ok, f'got {v}'", "got {v}", id="assert-message"),
+    pytest.param("import warnings\nwarnings.warn(f'old {api}')", "old {api}", id="warning-message"),
+]
+
+
+@pytest.mark.parametrize("source, message", TEMPLATES)
+def test_message_template(source, message):
+    assert only_site(source).message == message
+
+
+NO_LITERAL_TEXT = [
+    pytest.param("raise E(msg)", id="variable"),
+    pytest.param("raise E(build_message(x))", id="call"),
+    pytest.param("raise E(f'{x}')", id="only-a-placeholder"),
+    pytest.param("raise E()", id="no-arguments"),
+    pytest.param("assert x is not None", id="assert-without-message"),
+]
+
+
+@pytest.mark.parametrize("source", NO_LITERAL_TEXT)
+def test_message_without_literal_text_is_none(source):
+    assert only_site(source).message is None
+
+
+def test_template_key_collapses_whitespace_and_blanks_placeholders():
+    site = only_site("raise E(f'a  {x!r}\\n\\tb {{c}}')")
+    assert site.template.key == "a {} b {{c}}"
+
+
+# -- Raised variables --------------------------------------------------------------------------
+
+
+def test_raised_variable_resolves_to_local_assignment():
+    site = only_site(
+        """\
+        def f(x):
+            err = RuntimeError(f"bad {x}")
+            raise err
+        """
+    )
+    assert (site.exception, site.message) == ("RuntimeError", "bad {x}")
+
+
+def test_raised_variable_resolves_to_except_handler():
+    site = only_site(
+        """\
+        try:
+            g()
+        except OSError as error:
+            raise error
+        """
+    )
+    assert (site.exception, site.message) == ("OSError", None)
+
+
+def test_unresolvable_raised_variable_has_unknown_exception():
+    site = only_site("def f(exc):\n    raise exc\n")
+    assert site.exception is None
+
+
+# -- Guard conditions --------------------------------------------------------------------------
+
+CONDITIONS = [
+    pytest.param(
+        """\
+        if is_cuda():
+            pass
+        else:
+            raise E("x")
+        """,
+        ("not is_cuda()",),
+        id="else-negates-if",
+    ),
+    pytest.param(
+        """\
+        if a:
+            pass
+        elif b:
+            pass
+        else:
+            raise E("x")
+        """,
+        ("not a", "not b"),
+        id="else-negates-every-elif",
+    ),
+    pytest.param(
+        """\
+        if a:
+            pass
+        elif b > 1:
+            raise E("x")
+        """,
+        ("not a", "b > 1"),
+        id="elif",
+    ),
+    pytest.param(
+        """\
+        def validate(kv_cache_dtype):
+            if kv_cache_dtype in HISPARSE_KV_CACHE_DTYPES:
+                return
+            raise E("x")
+        """,
+        ("kv_cache_dtype not in HISPARSE_KV_CACHE_DTYPES",),
+        id="early-return",
+    ),
+    pytest.param(
+        """\
+        def f(x, y):
+            if x is None:
+                raise E("first")
+            elif y:
+                return
+            if x == 2:
+                raise E("x")
+        """,
+        ("x is not None", "not y", "x == 2"),
+        id="early-raise-chain",
+    ),
+    pytest.param(
+        """\
+        for item in items:
+            if item.skip:
+                continue
+            raise E("x")
+        """,
+        ("not item.skip",),
+        id="early-continue",
+    ),
+    pytest.param(
+        """\
+        def f(x):
+            if x:
+                y = 1
+            raise E("x")
+        """,
+        (),
+        id="if-that-does-not-exit-guards-nothing",
+    ),
+    pytest.param(
+        """\
+        if a or b is not None:
+            return
+        raise E("x")
+        """,
+        ("not a", "b is None"),
+        id="negated-or-splits",
+    ),
+    pytest.param(
+        """\
+        if a and b:
+            pass
+        else:
+            raise E("x")
+        """,
+        ("not (a and b)",),
+        id="negated-and",
+    ),
+    pytest.param(
+        """\
+        if not ready:
+            pass
+        else:
+            raise E("x")
+        """,
+        ("ready",),
+        id="double-negation",
+    ),
+    pytest.param(
+        """\
+        while budget > 0:
+            raise E("x")
+        """,
+        ("budget > 0",),
+        id="while",
+    ),
+    pytest.param(
+        """\
+        if (
+            first  # comment
+            and second
+        ):
+            raise E("x")
+        """,
+        ("first and second",),
+        id="multi-line-condition-on-one-line",
+    ),
+    pytest.param(
+        """\
+        if outer:
+            def inner():
+                raise E("x")
+        """,
+        (),
+        id="function-body-starts-unguarded",
+    ),
+    pytest.param(
+        """\
+        match mode:
+            case "a" if strict:
+                raise E("x")
+        """,
+        ("strict",),
+        id="match-guard",
+    ),
+]
+
+
+@pytest.mark.parametrize("source, conditions", CONDITIONS)
+def test_conditions(source, conditions):
+    assert sites_of(source)[-1].conditions == conditions
+
+
+def test_assert_records_its_own_condition_apart_from_guards():
+    site = only_site("if enabled:\n    assert tp_size % 2 == 0, 'even'\n")
+    assert (site.assert_condition, site.conditions) == ("tp_size % 2 == 0", ("enabled",))
+
+
+def test_context_names_loops_with_and_handlers():
+    site = only_site(
+        """\
+        for rank in range(world):
+            with lock:
+                try:
+                    step()
+                except (OSError, ValueError) as error:
+                    raise E("x")
+        """
+    )
+    assert site.context == ("for rank in range(world)", "with lock", "except (OSError, ValueError) as error")
+
+
+NEGATIONS = [
+    pytest.param("is_cuda()", ("not is_cuda()",), id="call"),
+    pytest.param("x in y", ("x not in y",), id="in"),
+    pytest.param("x is not None", ("x is None",), id="is-not"),
+    pytest.param("a < b", ("a >= b",), id="less-than"),
+    pytest.param("not flag", ("flag",), id="not"),
+    pytest.param("(not flag)", ("flag",), id="parenthesized"),
+    pytest.param("a or not b", ("not a", "b"), id="or"),
+    pytest.param("0 < x <= 1", ("not (0 < x <= 1)",), id="chained-comparison"),
+    pytest.param("x + 1", ("not (x + 1)",), id="arithmetic"),
+]
+
+
+@pytest.mark.parametrize("condition, negated", NEGATIONS)
+def test_negation_is_readable(condition, negated):
+    assert negate(condition) == negated
+
+
+def test_one_line_keeps_text_and_drops_breaks():
+    assert one_line('foo(\n    a,  # why\n    b="x  y",\n)') == 'foo(a, b="x  y",)'
+
+
+# -- Qualified names ---------------------------------------------------------------------------
+
+
+def test_qualified_names():
+    sites = sites_of(
+        """\
+        raise E("module")
+
+        class ServerArgs:
+            assert True, "class body"
+
+            def _handle(self):
+                raise E("method")
+
+                def helper():
+                    raise E("nested function")
+
+                    class Local:
+                        def m(self):
+                            raise E("method of a local class")
+
+            class Inner:
+                async def run(self):
+                    raise E("nested class")
+        """
+    )
+    assert [(s.message, s.function) for s in sites] == [
+        ("module", ""),
+        ("class body", "ServerArgs"),
+        ("method", "ServerArgs._handle"),
+        ("nested function", "ServerArgs._handle.<locals>.helper"),
+        ("method of a local class", "ServerArgs._handle.<locals>.helper.<locals>.Local.m"),
+        ("nested class", "ServerArgs.Inner.run"),
+    ]
+
+
+# -- Ids ---------------------------------------------------------------------------------------
+
+
+def spec_id(repo: str, exception: str, key: str) -> str:
+    return hashlib.sha256(f"errorkb-id-v1\0{repo}\0{exception}\0{key}".encode()).hexdigest()[:16]
+
+
+def test_id_of_a_message_follows_spec_and_ignores_place():
+    site = only_site("def f():\n    raise ValueError(f'Need  {a}\\n more {b!r}')\n")
+    assert site.id("sgl-project/sglang") == spec_id("sgl-project/sglang", "ValueError", "Need {} more {}")
+    moved = extract_source(b"class K:\n    def g(self):\n\n        raise ValueError(f'Need {x} more {y}')\n", "other.py")
+    assert moved[0].id("sgl-project/sglang") == site.id("sgl-project/sglang")
+
+
+def test_sites_without_text_get_location_keys_with_ordinals():
+    sites = sites_of(
+        """\
+        def f(x):
+            assert x is not None
+            assert x is not None
+            raise ValueError(msg)
+            assert y
+        """
+    )
+    assert [s.key for s in sites] == [
+        f"@{PATH}:f:0:x is not None",
+        f"@{PATH}:f:1:x is not None",
+        f"@{PATH}:f:0",
+        f"@{PATH}:f:0:y",
+    ]
+    assert len({s.id("r") for s in sites}) == 4
+    assert sites[2].id("r") == error_id("r", "ValueError", f"@{PATH}:f:0")
+
+
+# -- Bad input ---------------------------------------------------------------------------------
+
+UNPARSABLE = [
+    pytest.param(b"def f(:\n    pass\n", "syntax error at line 1", id="syntax-error"),
+    pytest.param(b"x = 1\x00\n", "null bytes", id="nul-byte"),
+    pytest.param(b"x = '\xff\xfe'\n", "cannot decode", id="invalid-utf8"),
+    pytest.param(b"# -*- coding: klingon -*-\nx = 1\n", "cannot decode", id="unknown-coding"),
+    pytest.param(b"print 'python 2'\n", "syntax error", id="python-2"),
+]
+
+
+@pytest.mark.parametrize("data, reason", UNPARSABLE)
+def test_unparsable_file_says_why(data, reason):
+    with pytest.raises(UnparsableFile, match=reason):
+        extract_source(data, PATH)
+
+
+def test_bom_and_non_ascii_text_keep_exact_positions_and_text():
+    data = "\ufeffname = 'é'\nraise ValueError(f'Größe {name} ungültig')\n".encode()
+    [site] = extract_source(data, PATH)
+    assert (site.line, site.message) == (2, "Größe {name} ungültig")
+
+
+def test_latin1_coding_cookie_is_honoured():
+    data = "# -*- coding: latin-1 -*-\nraise ValueError('café')\n".encode("latin-1")
+    assert extract_source(data, PATH)[0].message == "café"

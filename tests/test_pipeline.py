@@ -1,0 +1,122 @@
+"""Extraction over a tree: the per-blob cache, skipped files, and `errorkb extract`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from generator import pipeline
+from generator.cli import main
+from generator.config import Config
+from generator.upstream import open_source
+from tests.conftest import make_repo
+
+FILES = {
+    "python/sglang/__init__.py": "",
+    "python/sglang/srt/server_args.py": """\
+        class ServerArgs:
+            def check(self):
+                if self.tp_size < 1:
+                    raise ValueError(f"tp_size must be positive, got {self.tp_size}")
+                assert self.dp_size
+        """,
+    "python/sglang/srt/copy.py": """\
+        def check(tp_size):
+            raise ValueError(f"tp_size must be positive, got {tp_size}")
+        """,
+    "python/sglang/broken.py": "def f(:\n",
+}
+
+
+@pytest.fixture
+def repo(tmp_path):
+    shas = make_repo(tmp_path / "up", [FILES, {"python/sglang/srt/new.py": "import warnings\nwarnings.warn('new')\n"}])
+    return tmp_path / "up", shas
+
+
+def extract(repo_path, revision, cache):
+    return pipeline.extract_upstream(open_source(f"git:{repo_path}@{revision}", Config(), cache), cache, jobs=1)
+
+
+def test_skipped_file_is_reported_and_the_run_goes_on(repo, tmp_path):
+    path, (first, _) = repo
+    extraction = extract(path, first, tmp_path / "cache")
+    assert [str(p) for p in extraction.problems] == ["python/sglang/broken.py: syntax error at line 1: invalid syntax"]
+    assert [(s.path, s.line) for s in extraction.sites] == [
+        ("python/sglang/srt/copy.py", 2),
+        ("python/sglang/srt/server_args.py", 4),
+        ("python/sglang/srt/server_args.py", 5),
+    ]
+
+
+def test_warm_run_parses_nothing_and_a_commit_parses_only_what_changed(repo, tmp_path, monkeypatch):
+    path, (first, second) = repo
+    cold = extract(path, first, tmp_path / "cache")
+    parsed = []
+    real = pipeline.extract_blob
+    monkeypatch.setattr(pipeline, "extract_blob", lambda p, data: parsed.append(p) or real(p, data))
+    assert extract(path, first, tmp_path / "cache").sites == cold.sites
+    assert parsed == []
+    extract(path, second, tmp_path / "cache")
+    assert parsed == ["python/sglang/srt/new.py"]
+
+
+def test_corrupt_cache_entry_is_treated_as_missing(repo, tmp_path):
+    path, (first, _) = repo
+    cold = extract(path, first, tmp_path / "cache")
+    entries = sorted((tmp_path / "cache" / "sites").rglob("*.json"))
+    assert entries and not list((tmp_path / "cache" / "sites").rglob(".tmp-*"))
+    for entry in entries:
+        entry.write_bytes(b'{"sites": [["raise", trunc')
+    assert extract(path, first, tmp_path / "cache").sites == cold.sites
+
+
+def test_identical_blobs_at_two_paths_keep_their_own_paths(tmp_path):
+    text = "def f(x):\n    assert x\n"
+    make_repo(tmp_path / "up", [{"python/sglang/a.py": text, "python/sglang/b.py": text}])
+    sites = extract(tmp_path / "up", "main", tmp_path / "cache").sites
+    assert [s.path for s in sites] == ["python/sglang/a.py", "python/sglang/b.py"]
+    assert sites[0].id("r") != sites[1].id("r")
+
+
+def test_parallel_workers_give_the_same_result(tmp_path):
+    files = {f"python/sglang/m{i}.py": f"def f{i}(x):\n    raise ValueError(f'bad {{x}} in {i}')\n" for i in range(20)}
+    make_repo(tmp_path / "up", [files])
+    source = open_source(f"git:{tmp_path / 'up'}@main", Config(), tmp_path)
+    serial = pipeline.extract_upstream(source, tmp_path / "one", jobs=1)
+    parallel = pipeline.extract_upstream(source, tmp_path / "two", jobs=2)
+    assert parallel.sites == serial.sites and len(serial.sites) == 20
+
+
+def test_extract_command_prints_spec_fields_and_exit_3_when_something_was_skipped(repo, tmp_path, capsys):
+    path, (first, _) = repo
+    code = main(["extract", "--source", f"git:{path}@{first}", "--cache-dir", str(tmp_path / "cache")])
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 3
+    assert rows[1] == {
+        "id": rows[0]["id"],
+        "kind": "raise",
+        "exception": "ValueError",
+        "message": "tp_size must be positive, got {self.tp_size}",
+        "path": "python/sglang/srt/server_args.py",
+        "line": 4,
+        "end_line": 4,
+        "function": "ServerArgs.check",
+        "conditions": ["self.tp_size < 1"],
+        "context": [],
+        "assert_condition": None,
+        "snippet": [1, 5],
+        "url": f"https://github.com/sgl-project/sglang/blob/{first}/python/sglang/srt/server_args.py#L4",
+    }
+    assert rows[2]["message"] is None and rows[2]["assert_condition"] == "self.dp_size"
+    assert err.splitlines() == [
+        "errorkb: skipped python/sglang/broken.py: syntax error at line 1: invalid syntax",
+        f"extract: 4 files, 3 sites (2 raise, 1 assert, 0 warning), 1 skipped; git:{path}@{first} at {first}",
+    ]
+
+
+def test_extract_command_bad_source_is_one_line_and_exit_1(tmp_path, capsys):
+    assert main(["extract", "--source", "git:/no/such/repo@main", "--cache-dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == "errorkb: git:/no/such/repo: not a git repository\n"
