@@ -241,8 +241,9 @@ class Curated:
     """The curated explanation of one error, from `content/errors/<id>.yaml`.
 
     Markdown fields are untrusted text, rendered with raw HTML off. `fingerprint` is the
-    fingerprint of the code the text was written against; `review` is set when the text was
-    carried over from an older id (a reworded message) and waits for a human to re-read it.
+    fingerprint of the code the text was written against and `written_for` the upstream revision
+    it was stamped at; `review` is set when the text was carried over from an older id (a
+    reworded message) and waits for a human to re-read it.
     """
 
     id: str
@@ -256,6 +257,7 @@ class Curated:
     tags: tuple[str, ...]
     fingerprint: str | None
     review: bool = False
+    written_for: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
