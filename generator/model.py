@@ -282,3 +282,77 @@ class LedgerRecord:
     moved_to: str | None = None
     retired_in: str | None = None
     aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """The source lines shown around a site: plain text and highlighted HTML, one per line.
+
+    `start` is the 1-based number of the first line; `html` lines are Pygments markup, already
+    escaped, so a template may print them as they are.
+    """
+
+    start: int
+    lines: tuple[str, ...]
+    html: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A site made ready to show: its snippet and the docstring of the function around it."""
+
+    site: Site
+    url: str
+    snippet: Snippet | None
+    docstring: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Related:
+    """A related error as a page links to it: its id and its title."""
+
+    id: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to one error between two upstream revisions, for the recent-changes page.
+
+    `change` is `added`, `retired`, `moved` (reworded to `detail`'s id) or `changed`.
+    """
+
+    id: str
+    revision: str
+    date: str
+    change: str
+    message: str | None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Article:
+    """Everything one error's page and API document say, joined and derived before rendering.
+
+    `status` is `active`, `retired` or `moved`. An active article has an `entry`; a retired or
+    moved one has the ledger `record` instead. `trigger` is Markdown: the curated text when
+    there is one (`trigger_curated`), else what the guard conditions say. `mentions` are the
+    flags and environment variables the message and conditions name. `stale` names the
+    revision curated text was written against when the code changed since (else None).
+    """
+
+    id: str
+    status: str
+    title: str
+    kind: str
+    exception: str | None
+    template: Template | None
+    locations: tuple[Location, ...]
+    curated: Curated | None
+    trigger: str | None
+    trigger_curated: bool
+    mentions: tuple[str, ...]
+    related: tuple[Related, ...]
+    aliases: tuple[str, ...] = ()
+    record: LedgerRecord | None = None
+    stale: str | None = None
