@@ -39,13 +39,13 @@ def problems_of(text: str, path: str = PATH) -> list[str]:
 
 
 def test_valid_fixture_loads_every_field():
-    curated = load_curated(DATA / "valid")
+    curated = load_curated(DATA / "stale")
     entry = curated[KV4]
     assert entry.message == "KV4 is not tested on non-CUDA platforms."
     assert entry.solutions[0].title == "Use an fp8 KV cache"
     assert entry.solutions[0].body == "Pass `--kv-cache-dtype fp8_e4m3`.\n"
     assert entry.fingerprint == "0123456789abcdef"
-    assert entry.written_for == "v0.5.23"
+    assert entry.written_for == "v0.5.22"
     assert entry.example_fix is None and entry.situations == () and entry.review is False
 
 

@@ -3,6 +3,6 @@
 Each parser sets `run` (taking the parsed arguments, returning the exit code) as its default.
 """
 
-from generator.commands import extract
+from generator.commands import check, extract, review, scaffold
 
-COMMANDS = (extract,)
+COMMANDS = (extract, check, scaffold, review)

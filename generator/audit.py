@@ -1,0 +1,302 @@
+"""Curated content held against an extraction: messages, staleness, orphans and coverage.
+
+`load_curated` says whether a file is well formed; this module says whether it is still true:
+the message must be the template of its id, the code it was written against must not have
+changed (the fingerprint), and its id must still exist, upstream or in the ledger.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator.content import ContentProblem, CuratedFile, error_links, markdown_fields, same_message
+from generator.errors import ContentError
+from generator.extract import decode_source
+from generator.model import Curated, ErrorEntry, LedgerRecord, Site
+from generator.upstream import Source
+
+FINGERPRINT_VERSION = "errorkb-fingerprint-v1"
+LEDGER_NAME = "ledger.jsonl"
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.Match,
+)
+if hasattr(ast, "TryStar"):
+    _COMPOUND += (ast.TryStar,)
+
+# -- Fingerprints ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SiteCode:
+    """What an explanation of a site depends on: the raising statement, the signature of the
+    function around it, and the guard conditions; all without line numbers or file paths."""
+
+    statement: str
+    signature: str
+    conditions: tuple[str, ...]
+
+
+def site_code(tree: ast.Module | None, lines: list[str], site: Site) -> SiteCode:
+    """The code a site's explanation depends on, normalised by `ast.unparse` so reformatting
+    (black, line moves) never counts as a change; raw text when the file did not parse."""
+    statement, function = None, None
+    if tree is not None:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.stmt) or not node.lineno <= site.line <= (node.end_lineno or node.lineno):
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if function is None or node.lineno >= function.lineno:
+                    function = node
+            elif not isinstance(node, _COMPOUND):
+                if statement is None or node.lineno >= statement.lineno:
+                    statement = node
+    if statement is not None:
+        statement_text = ast.unparse(statement)
+    else:
+        statement_text = " ".join(line.strip() for line in lines[site.line - 1 : site.end_line])
+    signature = ""
+    if function is not None:
+        signature = _signature(function)
+    return SiteCode(statement_text, signature, site.conditions)
+
+
+def _signature(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """`@decorator def name(arguments) -> returns`, on one line."""
+    decorators = "".join(f"@{ast.unparse(d)} " for d in function.decorator_list)
+    prefix = "async def" if isinstance(function, ast.AsyncFunctionDef) else "def"
+    returns = f" -> {ast.unparse(function.returns)}" if function.returns else ""
+    return f"{decorators}{prefix} {function.name}({ast.unparse(function.args)}){returns}"
+
+
+def fingerprint_of(codes: Iterable[SiteCode]) -> str:
+    """One error's fingerprint: 16 hex digits over the set of its sites' code, in a stable order."""
+    unique = sorted({json.dumps([c.statement, c.signature, list(c.conditions)]) for c in codes})
+    digest = hashlib.sha256(FINGERPRINT_VERSION.encode())
+    for item in unique:
+        digest.update(b"\0" + item.encode())
+    return digest.hexdigest()[:16]
+
+
+def fingerprints(entries: Iterable[ErrorEntry], source: Source) -> dict[str, str]:
+    """The fingerprint of each entry, reading and parsing each file its sites are in once."""
+    files = {file.path: file for file in source.files()}
+    parsed: dict[str, tuple[ast.Module | None, list[str]]] = {}
+    result = {}
+    for entry in entries:
+        codes = []
+        for site in entry.sites:
+            if site.path not in parsed:
+                text = decode_source(source.read(files[site.path])) if site.path in files else ""
+                try:
+                    tree = ast.parse(text)
+                except (SyntaxError, ValueError):
+                    tree = None
+                parsed[site.path] = (tree, text.splitlines())
+            codes.append(site_code(*parsed[site.path], site))
+        result[entry.id] = fingerprint_of(codes)
+    return result
+
+
+# -- Staleness -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """A curated entry whose code changed since it was written, or that waits for review."""
+
+    id: str
+    path: str
+    written_for: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: stale: {self.reason}; re-read it, then run `errorkb review {self.id}`"
+
+
+def stale_since(curated: Curated, fingerprint: str | None) -> str | None:
+    """The revision an entry's text was written for when the code changed since, else None.
+
+    For a page: "written for older code (`v0.5.22`)". An entry never stamped, or carried over
+    from a reworded message, is stale too; its revision reads "an unrecorded revision" when
+    none was stamped.
+    """
+    if fingerprint is not None and curated.fingerprint == fingerprint and not curated.review:
+        return None
+    return curated.written_for or "an unrecorded revision"
+
+
+def find_stale(curated: Mapping[str, Curated], current: Mapping[str, str], revision: str) -> tuple[Stale, ...]:
+    """The entries whose fingerprint is not the current one, or that are marked for review."""
+    found = []
+    for error, entry in sorted(curated.items()):
+        if error not in current or stale_since(entry, current[error]) is None:
+            continue
+        if entry.review:
+            reason = "carried over from a reworded message and marked for review"
+        elif entry.fingerprint is None:
+            reason = "no fingerprint: never reviewed against the code"
+        else:
+            since = entry.written_for or "an unrecorded revision"
+            reason = f"written for the code at {since}; the code changed by {revision}"
+        found.append(Stale(error, entry.path, entry.written_for, reason))
+    return tuple(found)
+
+
+# -- The ledger and orphans ------------------------------------------------------------------------
+
+
+def read_ledger(folder: Path) -> dict[str, LedgerRecord]:
+    """`folder/ledger.jsonl` by id (empty when there is none); `ContentError` on a bad line."""
+    path = folder / LEDGER_NAME
+    if not path.exists():
+        return {}
+    records, problems = {}, []
+    names = set(LedgerRecord.__dataclass_fields__)
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            data = {key: value for key, value in data.items() if key in names}
+            data["aliases"] = tuple(data.get("aliases") or ())
+            record = LedgerRecord(**data)
+        except (ValueError, TypeError, AttributeError) as error:
+            problems.append(f"{path}:{number}: ledger record: {error}")
+            continue
+        records[record.id] = record
+    if problems:
+        raise ContentError("\n".join(problems))
+    return records
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A content file whose id is not extracted and not in the ledger, or that became an alias."""
+
+    id: str
+    path: str
+    moved_to: str | None = None
+
+    def __str__(self) -> str:
+        if self.moved_to:
+            return (
+                f"{self.path}: orphaned: {self.id} was reworded and is now {self.moved_to}; "
+                f"move the text to {Path(self.path).with_name(self.moved_to + '.yaml')} and review it"
+            )
+        return (
+            f"{self.path}: orphaned: {self.id} is neither raised upstream nor in the ledger; "
+            "check the id against `errorkb extract` (the file is kept)"
+        )
+
+
+def find_orphans(
+    ids: Iterable[tuple[str, str]], entries: Mapping[str, ErrorEntry], ledger: Mapping[str, LedgerRecord]
+) -> tuple[Orphan, ...]:
+    """Orphans among `(id, path)` pairs of content files. Ids the ledger retired are not orphans
+    (their pages stay); ids the ledger moved, or lists as an alias, are reported with the new id."""
+    aliases = {alias: record.id for record in ledger.values() for alias in record.aliases}
+    found = []
+    for error, path in sorted(ids):
+        record = ledger.get(error)
+        moved_to = record.moved_to if record and record.status == "moved" else aliases.get(error)
+        if moved_to and moved_to != error:
+            found.append(Orphan(error, path, moved_to))
+        elif error not in entries and record is None:
+            found.append(Orphan(error, path))
+    return tuple(found)
+
+
+# -- Checks against the extraction -----------------------------------------------------------------
+
+
+def extraction_problems(
+    files: Mapping[str, CuratedFile], entries: Mapping[str, ErrorEntry], ledger: Mapping[str, LedgerRecord]
+) -> tuple[ContentProblem, ...]:
+    """Valid files that contradict the extraction: a message that is not the id's template, a
+    link to an error that does not exist."""
+    problems = []
+    known = set(entries) | set(ledger)
+    for error, file in sorted(files.items()):
+        curated = file.curated
+        entry = entries.get(error)
+        if entry is not None and not same_message(curated.message, entry.message):
+            upstream = "no literal text (write message: null)" if entry.message is None else repr(entry.message)
+            problems.append(
+                ContentProblem(curated.path, file.line("message"), "message", f"not the template of {error}: upstream says {upstream}")
+            )
+        for field, text in markdown_fields(curated):
+            for linked in error_links(text):
+                if linked not in known:
+                    problems.append(ContentProblem(curated.path, file.line(field), field, f"links to unknown error {linked}"))
+    return tuple(problems)
+
+
+# -- Coverage --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleCoverage:
+    """How many of one module's errors have curated text."""
+
+    module: str
+    curated: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Curated errors over all errors, overall and per module (by the primary location's file)."""
+
+    curated: int
+    total: int
+    modules: tuple[ModuleCoverage, ...]
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.curated / self.total if self.total else 0.0
+
+    def as_json(self) -> dict:
+        """The coverage as the site publishes it: counts overall and per module, sorted."""
+        return {
+            "curated": self.curated,
+            "total": self.total,
+            "percent": round(self.percent, 2),
+            "modules": [{"module": m.module, "curated": m.curated, "total": m.total} for m in self.modules],
+        }
+
+
+def module_of(path: str) -> str:
+    """The dotted module of an upstream path: `python/sglang/srt/server_args.py` -> `sglang.srt.server_args`."""
+    parts = path.removesuffix(".py").split("/")
+    if "sglang" in parts:
+        parts = parts[parts.index("sglang") :]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def coverage(entries: Iterable[ErrorEntry], curated: Iterable[str]) -> Coverage:
+    """Coverage of `entries` by the curated ids."""
+    written = set(curated)
+    counts: dict[str, list[int]] = {}
+    for entry in entries:
+        count = counts.setdefault(module_of(entry.sites[0].path), [0, 0])
+        count[0] += entry.id in written
+        count[1] += 1
+    modules = tuple(ModuleCoverage(name, c, t) for name, (c, t) in sorted(counts.items()))
+    return Coverage(sum(m.curated for m in modules), sum(m.total for m in modules), modules)

@@ -1,0 +1,188 @@
+"""`errorkb check`, `scaffold` and `review` on fixtures and throwaway repositories."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from generator.audit import fingerprint_of, site_code
+from generator.cli import main
+from generator.extract import extract_source
+from generator.model import error_id
+from tests import conftest
+from tests.conftest import make_repo
+
+DATA = Path(__file__).parent / "data" / "content"
+KV4 = "78ce936e309db402"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([*argv, "--cache-dir", str(conftest.test_cache_dir())])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def fingerprint_of_source(text: str) -> str:
+    text = textwrap.dedent(text)
+    sites = extract_source(text.encode(), "python/sglang/m.py")
+    assert len(sites) == 1
+    return fingerprint_of([site_code(ast.parse(text), text.splitlines(), sites[0])])
+
+
+BASE = """\
+def check(dtype: str) -> None:
+    if dtype == "fp4":
+        raise ValueError(f"bad {dtype}")
+"""
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param("\n\n# moved down\n" + BASE, id="lines-moved"),
+        pytest.param(BASE.replace('raise ValueError(f"bad {dtype}")', "raise ValueError(\n            f'bad {dtype}'\n        )"), id="reformatted"),
+        pytest.param(BASE.replace("def check", '"""Doc."""\n\n\ndef check'), id="module-docstring"),
+    ],
+)
+def test_fingerprint_ignores_what_explanations_do_not_depend_on(changed):
+    assert fingerprint_of_source(changed) == fingerprint_of_source(BASE)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param(BASE.replace('dtype == "fp4"', 'dtype in ("fp4", "int4")'), id="guard"),
+        pytest.param(BASE.replace("dtype: str)", "dtype: str, strict: bool = True)"), id="signature"),
+        pytest.param(BASE.replace("ValueError", "RuntimeError"), id="exception"),
+        pytest.param(BASE.replace("def check", "@cache\ndef check"), id="decorator"),
+    ],
+)
+def test_fingerprint_changes_with_statement_guards_and_signature(changed):
+    assert fingerprint_of_source(changed) != fingerprint_of_source(BASE)
+
+
+@pytest.mark.real
+def test_stale_fixture_is_listed_and_fails_unless_allowed(capsys):
+    code, out, err = run(capsys, "check", "--content", str(DATA / "stale"))
+    path = DATA / "stale" / "errors" / f"{KV4}.yaml"
+    assert code == 3
+    assert (
+        f"{path}: stale: written for the code at v0.5.22; the code changed by v0.5.23; "
+        f"re-read it, then run `errorkb review {KV4}`"
+    ) in err.splitlines()
+    assert out.splitlines()[0] == "coverage: 1/26918 errors curated (0.00%)"
+    code, _, _ = run(capsys, "check", "--content", str(DATA / "stale"), "--allow-stale")
+    assert code == 0
+
+
+@pytest.mark.real
+def test_orphaned_fixture_reports_unknown_and_moved_ids(capsys):
+    code, _, err = run(capsys, "check", "--content", str(DATA / "orphaned"))
+    folder = DATA / "orphaned" / "errors"
+    assert code == 3
+    lines = err.splitlines()
+    assert (
+        f"{folder / '0123456789abcdef.yaml'}: orphaned: 0123456789abcdef is neither raised upstream nor in the "
+        "ledger; check the id against `errorkb extract` (the file is kept)"
+    ) in lines
+    assert (
+        f"{folder / 'fedcba9876543210.yaml'}: orphaned: fedcba9876543210 was reworded and is now {KV4}; "
+        f"move the text to {folder / (KV4 + '.yaml')} and review it"
+    ) in lines
+    assert (folder / "0123456789abcdef.yaml").exists()
+
+
+@pytest.mark.real
+def test_invalid_fixture_fails_with_every_problem(capsys):
+    code, _, err = run(capsys, "check", "--content", str(DATA / "invalid"))
+    assert code == 1
+    assert "'mesage': unknown field; did you mean 'message'?" in err
+    assert err.splitlines()[-1].startswith("check: 1 files, 7 problems, 1 orphaned, 0 stale;")
+
+
+@pytest.mark.real
+def test_review_restamps_in_place_keeping_comments(tmp_path, capsys):
+    shutil.copytree(DATA / "stale", tmp_path / "content")
+    path = tmp_path / "content" / "errors" / f"{KV4}.yaml"
+    before = path.read_text()
+    code, _, err = run(capsys, "review", KV4, "--content", str(tmp_path / "content"))
+    assert code == 0, err
+    after = path.read_text()
+    changed = [(old, new) for old, new in zip(before.splitlines(), after.splitlines()) if old != new]
+    assert len(changed) == 2
+    assert changed[0][0] == 'fingerprint: "0123456789abcdef"' and changed[0][1].startswith('fingerprint: "')
+    assert changed[1] == ("written_for: v0.5.22", 'written_for: "v0.5.23"')
+    assert after.startswith("# A minimal valid entry")
+    code, _, _ = run(capsys, "check", "--content", str(tmp_path / "content"))
+    assert code == 0
+
+
+@pytest.mark.real
+def test_scaffold_writes_once_and_refuses_to_overwrite(tmp_path, capsys):
+    content = tmp_path / "content"
+    code, _, err = run(capsys, "scaffold", KV4, "--content", str(content))
+    assert code == 0, err
+    path = content / "errors" / f"{KV4}.yaml"
+    text = path.read_text()
+    assert "#   at python/sglang/srt/arg_groups/kv_cache_hook.py:318 in handle_kv4_compatibility" in text
+    assert '#     when not get_platform().is_cuda' in text
+    assert 'message: "KV4 is not tested on non-CUDA platforms."' in text
+    path.write_text(text + "# mine\n")
+    code, _, err = run(capsys, "scaffold", KV4, "--content", str(content))
+    assert code == 1
+    assert err == f"errorkb: {path}: already exists; edit it, or run `errorkb review {KV4}` after a re-read\n"
+    assert path.read_text().endswith("# mine\n")
+    code, _, err = run(capsys, "check", "--content", str(content))
+    assert code == 1
+    assert f"{path}:13: 'explanation': must not be empty" in err.splitlines()
+
+
+@pytest.mark.real
+def test_scaffold_unknown_id(tmp_path, capsys):
+    code, _, err = run(capsys, "scaffold", "0123456789abcdef", "--content", str(tmp_path))
+    assert code == 1
+    assert err.startswith("errorkb: 0123456789abcdef: no such error at v0.5.23")
+    assert not (tmp_path / "errors").exists()
+
+
+MODULE = {
+    "python/sglang/__init__.py": "",
+    "python/sglang/srt/cache.py": """\
+        def check(dtype: str) -> None:
+            if dtype == "fp4":
+                raise ValueError("Unsupported KV cache dtype.")
+        """,
+}
+
+
+def test_git_history_edit_marks_stale_and_line_moves_do_not(tmp_path, capsys):
+    moved = {"python/sglang/srt/cache.py": "import os\n\n\n" + textwrap.dedent(MODULE["python/sglang/srt/cache.py"])}
+    guarded = {"python/sglang/srt/cache.py": MODULE["python/sglang/srt/cache.py"].replace('== "fp4"', 'in ("fp4", "int4")')}
+    first, second, third = make_repo(tmp_path / "repo", [MODULE, moved, guarded])
+    content, cache = tmp_path / "content", tmp_path / "cache"
+
+    def errorkb(command: str, *argv: str, at: str) -> tuple[int, str]:
+        source = f"git:{tmp_path / 'repo'}@{at}"
+        code = main([command, *argv, "--source", source, "--content", str(content), "--cache-dir", str(cache)])
+        return code, capsys.readouterr().err
+
+    error = error_id("sgl-project/sglang", "ValueError", "Unsupported KV cache dtype.")
+    assert errorkb("scaffold", error, at=first)[0] == 0
+    path = content / "errors" / f"{error}.yaml"
+    text = path.read_text()
+    text = text.replace("explanation: |\n", "explanation: |\n  Only fp16 and fp8 caches exist.\n")
+    text = text.replace("  - \n", "  - Asking for an fp4 cache.\n")
+    text = text.replace("  - title: \n    body: |\n", "  - title: Use fp8\n    body: |\n      Use fp8.\n")
+    text = text.replace("example_fix:\n  before: |\n\n  after: |\n\n", "")
+    path.write_text(text)
+    code, err = errorkb("check", at=first)
+    assert code == 0, err
+    code, err = errorkb("check", at=second)
+    assert code == 0, err
+    code, err = errorkb("check", at=third)
+    assert code == 3
+    assert f"{path}: stale: written for the code at {first}" in err
