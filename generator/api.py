@@ -1,0 +1,232 @@
+"""The static JSON API: one document per error, the index, the schema and the change list.
+
+Documents are plain data built from articles; `dumps` gives the bytes every file is written
+with: sorted keys, UTF-8, a trailing newline.
+"""
+
+from __future__ import annotations
+
+import json
+
+from generator.model import Article, Change, Upstream
+
+SCHEMA_VERSION = 1
+
+
+def dumps(document, compact: bool = False) -> bytes:
+    """A document as the API serves it: sorted keys, UTF-8 (not escaped), trailing newline."""
+    if compact:
+        text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    else:
+        text = json.dumps(document, sort_keys=True, ensure_ascii=False, indent=2)
+    return text.encode("utf-8") + b"\n"
+
+
+def error_document(article: Article, upstream: Upstream) -> dict:
+    """Everything the error's page says, as data (SPEC, "Interfaces other programs rely on")."""
+    curated = article.curated
+    record = article.record
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "id": article.id,
+        "kind": article.kind,
+        "exception": article.exception,
+        "message": article.template.text if article.template is not None else None,
+        "title": article.title,
+        "status": article.status,
+        "upstream": {"repo": upstream.repo, "revision": upstream.revision, "date": upstream.date},
+        "locations": [
+            {
+                "path": location.site.path,
+                "line": location.site.line,
+                "end_line": location.site.end_line,
+                "function": location.site.function,
+                "conditions": list(location.site.conditions),
+                "context": list(location.site.context),
+                "assert_condition": location.site.assert_condition,
+                "url": location.url,
+                "docstring": location.docstring,
+                "snippet": None
+                if location.snippet is None
+                else {
+                    "start": location.snippet.start,
+                    "end": location.snippet.start + len(location.snippet.lines) - 1,
+                    "code": "\n".join(location.snippet.lines) + "\n",
+                },
+            }
+            for location in article.locations
+        ],
+        "placeholders": [part.render() for part in article.template.placeholders] if article.template else [],
+        "trigger": article.trigger,
+        "trigger_curated": article.trigger_curated,
+        "mentions": list(article.mentions),
+        "explanation": curated.explanation if curated else None,
+        "solutions": [{"title": s.title, "body": s.body} for s in curated.solutions] if curated else [],
+        "example_fix": (
+            {"before": curated.example_fix.before, "after": curated.example_fix.after, "language": curated.example_fix.language}
+            if curated and curated.example_fix
+            else None
+        ),
+        "situations": list(curated.situations) if curated else [],
+        "tags": list(curated.tags) if curated else [],
+        "curated": curated is not None,
+        "review": bool(curated and curated.review),
+        "stale": article.stale,
+        "related": [{"id": r.id, "message": r.title} for r in article.related],
+        "aliases": list(article.aliases),
+        "moved_to": record.moved_to if record and article.status == "moved" else None,
+        "retired_in": record.retired_in if record and article.status == "retired" else None,
+        "last_seen": record.last_seen if record else None,
+        "last_location": (
+            {"path": record.path, "line": record.line, "function": record.function} if record and record.path else None
+        ),
+    }
+    return document
+
+
+def index_document(articles: tuple[Article, ...], upstream: Upstream) -> dict:
+    """Every error, one short record each, sorted by id."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "upstream": {"repo": upstream.repo, "revision": upstream.revision, "date": upstream.date},
+        "errors": [
+            {
+                "id": article.id,
+                "kind": article.kind,
+                "exception": article.exception,
+                "message": article.template.text if article.template is not None else None,
+                "title": article.title,
+                "status": article.status,
+                "path": article.locations[0].site.path if article.locations else (article.record.path if article.record else ""),
+                "curated": article.curated is not None,
+            }
+            for article in articles
+        ],
+    }
+
+
+def changes_document(changes: tuple[Change, ...]) -> dict:
+    """The change list, newest first (by date, then revision, then id)."""
+    ordered = sorted(changes, key=lambda c: (c.date, c.revision, c.id), reverse=True)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "changes": [
+            {"id": c.id, "revision": c.revision, "date": c.date, "change": c.change, "message": c.message, "detail": c.detail}
+            for c in ordered
+        ],
+    }
+
+
+def _nullable(schema: dict) -> dict:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+_ID = {"type": "string", "pattern": "^[0-9a-f]{16}$"}
+
+
+def error_schema(base_url: str) -> dict:
+    """The JSON Schema (draft 2020-12) of `/api/errors/<id>.json`."""
+    location = {
+        "type": "object",
+        "required": ["path", "line", "function", "conditions", "url", "snippet"],
+        "properties": {
+            "path": _STRING,
+            "line": {"type": "integer", "minimum": 1},
+            "end_line": {"type": "integer", "minimum": 1},
+            "function": _STRING,
+            "conditions": _STRINGS,
+            "context": _STRINGS,
+            "assert_condition": _nullable(_STRING),
+            "url": {"type": "string", "pattern": "^https://.*#L[0-9]+$"},
+            "docstring": _nullable(_STRING),
+            "snippet": _nullable(
+                {
+                    "type": "object",
+                    "required": ["start", "end", "code"],
+                    "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}, "code": _STRING},
+                    "additionalProperties": False,
+                }
+            ),
+        },
+        "additionalProperties": False,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": base_url.rstrip("/") + "/api/schema/error.json",
+        "title": "An SGLang error as errorkb describes it",
+        "type": "object",
+        "required": [
+            "schema_version", "id", "kind", "exception", "message", "upstream", "locations", "trigger",
+            "explanation", "solutions", "example_fix", "situations", "related", "curated", "aliases", "status",
+        ],
+        "properties": {
+            "schema_version": {"const": SCHEMA_VERSION},
+            "id": _ID,
+            "kind": {"enum": ["raise", "assert", "warning"]},
+            "exception": _nullable(_STRING),
+            "message": _nullable(_STRING),
+            "title": _STRING,
+            "status": {"enum": ["active", "retired", "moved"]},
+            "upstream": {
+                "type": "object",
+                "required": ["repo", "revision", "date"],
+                "properties": {"repo": _STRING, "revision": _STRING, "date": _STRING},
+                "additionalProperties": False,
+            },
+            "locations": {"type": "array", "items": location},
+            "placeholders": _STRINGS,
+            "trigger": _nullable(_STRING),
+            "trigger_curated": {"type": "boolean"},
+            "mentions": _STRINGS,
+            "explanation": _nullable(_STRING),
+            "solutions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["title", "body"],
+                    "properties": {"title": _STRING, "body": _STRING},
+                    "additionalProperties": False,
+                },
+            },
+            "example_fix": _nullable(
+                {
+                    "type": "object",
+                    "required": ["before", "after", "language"],
+                    "properties": {"before": _STRING, "after": _STRING, "language": _STRING},
+                    "additionalProperties": False,
+                }
+            ),
+            "situations": _STRINGS,
+            "tags": _STRINGS,
+            "curated": {"type": "boolean"},
+            "review": {"type": "boolean"},
+            "stale": _nullable(_STRING),
+            "related": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "message"],
+                    "properties": {"id": _ID, "message": _STRING},
+                    "additionalProperties": False,
+                },
+            },
+            "aliases": {"type": "array", "items": _ID},
+            "moved_to": _nullable(_ID),
+            "retired_in": _nullable(_STRING),
+            "last_seen": _nullable(_STRING),
+            "last_location": _nullable(
+                {
+                    "type": "object",
+                    "required": ["path", "line", "function"],
+                    "properties": {"path": _STRING, "line": {"type": "integer"}, "function": _STRING},
+                    "additionalProperties": False,
+                }
+            ),
+        },
+        "allOf": [
+            {"if": {"properties": {"status": {"const": "moved"}}}, "then": {"properties": {"moved_to": _ID}, "required": ["moved_to"]}},
+        ],
+        "additionalProperties": False,
+    }

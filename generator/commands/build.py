@@ -1,0 +1,41 @@
+"""`errorkb build`: the static site and JSON API for one upstream revision."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from generator.build import build, inputs_of
+from generator.commands.common import add_source_options, config_of
+
+
+def add_parser(subcommands) -> None:
+    parser = subcommands.add_parser(
+        "build",
+        help="build the static site and JSON API",
+        description="Extract upstream, join the curated content and write the site: a page and a JSON "
+        "document per error, browse pages, sitemap. The previous site stays whole until the new one is complete.",
+    )
+    add_source_options(parser)
+    parser.add_argument("--out", metavar="DIR", type=Path, help="output folder (default: from errorkb.toml, site/)")
+    parser.add_argument("--content", metavar="DIR", type=Path, help="curated content folder (default: content/)")
+    parser.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_of(args)
+    inputs = inputs_of(config, args.source, args.out, args.content, args.cache_dir)
+    started = time.monotonic()
+    result = build(config, inputs, jobs=args.jobs)
+    for problem in result.problems:
+        print(f"errorkb: skipped {problem}", file=sys.stderr)
+    print(
+        f"build: {result.errors} errors ({result.curated} explained), {result.files} files "
+        f"({result.written} changed) in {result.out}; {result.upstream.source} at {result.upstream.revision}; "
+        f"{time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    return 3 if result.problems else 0

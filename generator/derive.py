@@ -1,0 +1,540 @@
+"""What a page can say that the code does not spell out: when an error happens in plain words,
+the flags and environment variables it names, the docstring around it, and related errors.
+
+Every function here is pure: records and text in, records and text out.
+"""
+
+from __future__ import annotations
+
+import ast
+import heapq
+import io
+import math
+import re
+import tokenize
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+from generator.model import (
+    Article,
+    Curated,
+    ErrorEntry,
+    LedgerRecord,
+    Location,
+    Placeholder,
+    Related,
+    Site,
+    Snippet,
+    Upstream,
+)
+
+# -- When it happens --------------------------------------------------------------------------
+
+# Objects whose attributes are settings the user controls: `cfg.kv_cache_dtype` is shown as
+# `kv_cache_dtype`, which is also the name of the flag.
+_SETTINGS_RECEIVERS = re.compile(
+    r"^(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self)\."
+)
+_PLATFORMS = {
+    "cuda": "CUDA",
+    "hip": "ROCm (HIP)",
+    "rocm": "ROCm (HIP)",
+    "npu": "Ascend NPU",
+    "musa": "MUSA",
+    "xpu": "Intel XPU",
+    "cpu": "CPU",
+    "mps": "Apple MPS",
+    "hpu": "Gaudi HPU",
+    "cuda_alike": "CUDA or ROCm",
+}
+_PLATFORM_PREDICATE = re.compile(r"^_?is_(?P<name>cuda_alike|cuda|hip|rocm|npu|musa|xpu|cpu|mps|hpu|sm\d+[a-z]*)(?:_supported)?$")
+_PLATFORM_RECEIVERS = ("", "get_platform()", "current_platform", "platform", "utils", "torch.version")
+_COMPARISONS = {
+    ast.Eq: ("is", "is not"),
+    ast.NotEq: ("is not", "is"),
+    ast.Lt: ("is less than", "is at least"),
+    ast.LtE: ("is at most", "is greater than"),
+    ast.Gt: ("is greater than", "is at most"),
+    ast.GtE: ("is at least", "is less than"),
+}
+
+
+def describe_condition(expr: str) -> str:
+    """A guard condition in plain words, with names and values as Markdown code spans.
+
+    `cfg.kv_cache_dtype in ("nvfp4", "fp4_mx_block16")` reads "`kv_cache_dtype` is `nvfp4` or
+    `fp4_mx_block16`"; `not get_platform().is_cuda` reads "the platform is not CUDA". What the
+    rules do not cover is quoted as it is: "`expr` is true".
+    """
+    try:
+        node = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError:
+        return f"{_code(expr)} is true"
+    return _describe(node, True)
+
+
+def _describe(node: ast.AST, positive: bool) -> str:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _describe(node.operand, not positive)
+    if isinstance(node, ast.BoolOp):
+        # De Morgan, so a negated group reads as a plain list.
+        conjunction = isinstance(node.op, ast.And) == positive
+        parts = [_describe(value, positive) for value in node.values]
+        word = " and " if conjunction else " or "
+        nested = [f"({part})" if (" and " in part or " or " in part) else part for part in parts]
+        return word.join(nested)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return _comparison(node.left, node.ops[0], node.comparators[0], positive)
+    platform = _platform(node)
+    if platform is not None:
+        return f"the platform is {'' if positive else 'not '}{platform}"
+    subject = _code(_setting(_source(node)))
+    return f"{subject} is {'set' if positive else 'not set'}" if _looks_like_setting(node) else (
+        f"{subject} is {'true' if positive else 'false'}"
+    )
+
+
+def _comparison(left: ast.AST, op: ast.cmpop, right: ast.AST, positive: bool) -> str:
+    subject = _code(_setting(_source(left)))
+    if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
+        is_none = isinstance(op, ast.Is) == positive
+        return f"{subject} is {'not set' if is_none else 'set'}"
+    if isinstance(op, (ast.In, ast.NotIn)):
+        inside = isinstance(op, ast.In) == positive
+        if isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
+            values = [_value(element) for element in right.elts]
+            choices = values[0] if len(values) == 1 else ", ".join(values[:-1]) + " or " + values[-1]
+            return f"{subject} is {choices}" if inside else f"{subject} is none of {', '.join(values)}"
+        return f"{subject} is {'' if inside else 'not '}in {_code(_setting(_source(right)))}"
+    words = _COMPARISONS.get(type(op))
+    if words is not None:
+        return f"{subject} {words[0] if positive else words[1]} {_value(right)}"
+    verb = ("is", "is not") if isinstance(op, ast.Is) else ("is not", "is")
+    return f"{subject} {verb[0] if positive else verb[1]} {_value(right)}"
+
+
+def _platform(node: ast.AST) -> str | None:
+    """The platform a predicate such as `is_cuda()`, `_is_hip` or `get_platform().is_npu` tests."""
+    if isinstance(node, ast.Call) and not node.args:
+        node = node.func
+    if isinstance(node, ast.Name):
+        receiver, name = "", node.id
+    elif isinstance(node, ast.Attribute):
+        receiver, name = _source(node.value), node.attr
+    else:
+        return None
+    match = _PLATFORM_PREDICATE.match(name)
+    if match is None or receiver not in _PLATFORM_RECEIVERS:
+        return None
+    platform = match["name"]
+    if platform.startswith("sm"):
+        return f"an {platform.upper()} GPU"
+    return _PLATFORMS[platform]
+
+
+def _looks_like_setting(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and _SETTINGS_RECEIVERS.match(_source(node)) is not None
+
+
+def _value(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _code(node.value)
+    return _code(_setting(_source(node)))
+
+
+def _source(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def _setting(text: str) -> str:
+    return _SETTINGS_RECEIVERS.sub("", text)
+
+
+def _code(text: str) -> str:
+    """A Markdown code span holding `text` whatever backticks it contains."""
+    text = " ".join(text.split())
+    fence = "`"
+    while fence in text:
+        fence += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def derive_trigger(site: Site) -> str | None:
+    """When a site is reached, in Markdown: its guard conditions in plain words, the loops and
+    handlers around it, and for an assert the check that fails. None when the code says
+    nothing beyond "this line ran"."""
+    clauses = [describe_condition(condition) for condition in site.conditions]
+    if site.kind == "assert" and site.assert_condition:
+        clauses.append(f"the check {_code(site.assert_condition)} fails, that is {describe_condition(f'not ({site.assert_condition})')}")
+    where = [_context(context) for context in site.context]
+    function = f" in {_code(site.function)}" if site.function else ""
+    verb = {"raise": "raised", "assert": "raised", "warning": "issued"}[site.kind]
+    if not clauses:
+        if not where:
+            return None
+        return f"It is {verb}{function} {' and '.join(where)}, whatever the settings."
+    lead = f"It is {verb}{function}" + (" " + " and ".join(where) if where else "")
+    if len(clauses) == 1:
+        return f"{lead} when {clauses[0]}."
+    return f"{lead} when all of these hold:\n\n" + "\n".join(f"- {clause}" for clause in clauses) + "\n"
+
+
+def _context(context: str) -> str:
+    head, _, rest = context.partition(" ")
+    if head == "for" or head == "async":
+        return f"inside the loop {_code(context)}"
+    if head == "while":
+        return f"inside the loop {_code(context)}"
+    if head == "with":
+        return f"inside {_code(context)}"
+    if head == "except":
+        return f"while handling {_code(rest.split(' as ')[0] or 'an exception')}"
+    if head == "try":
+        return "inside a `try` block"
+    return f"inside {_code(context)}"
+
+
+# -- Names a message mentions -----------------------------------------------------------------
+
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+_ENV_VAR = re.compile(
+    r"\b(?:SGLANG|SGL|CUDA|NCCL|NVSHMEM|HF|TORCH|PYTORCH|TORCHINDUCTOR|FLASHINFER|MOONCAKE|NIXL|OMP|TRITON|VLLM|ROCM|HIP|MC|UCX)_[A-Z0-9_]*[A-Z0-9]\b"
+)
+
+
+def mentioned_names(entry_or_site: ErrorEntry | Site, flags: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The flags and environment variables an error's message names, plus the flags among
+    `flags` whose setting its guard conditions test (`cfg.kv_cache_dtype` -> `--kv-cache-dtype`).
+    Sorted: flags first, then environment variables."""
+    sites = entry_or_site.sites if isinstance(entry_or_site, ErrorEntry) else (entry_or_site,)
+    found: set[str] = set()
+    for site in sites[:1]:
+        literal = _literal_text(site)
+        found.update(_FLAG.findall(literal))
+        found.update(_ENV_VAR.findall(literal))
+        for name in _identifiers(site):
+            flag = "--" + name.replace("_", "-")
+            if flag in flags:
+                found.add(flag)
+    return tuple(sorted(found, key=lambda name: (not name.startswith("--"), name)))
+
+
+def _literal_text(site: Site) -> str:
+    if site.template is None:
+        return ""
+    return "".join(part for part in site.template.parts if isinstance(part, str))
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _identifiers(site: Site) -> set[str]:
+    """Attribute and variable names a site's conditions and placeholders use."""
+    text = " ".join(site.conditions)
+    if site.assert_condition:
+        text += " " + site.assert_condition
+    if site.template is not None:
+        text += " " + " ".join(p.expr for p in site.template.parts if isinstance(p, Placeholder))
+    # String literals are values, not names.
+    text = re.sub(r"(['\"]).*?\1", " ", text)
+    return {name for name in _IDENTIFIER.findall(text) if len(name) > 2 and name not in _NOT_NAMES}
+
+
+_NOT_NAMES = frozenset(
+    "and or not None True False self cfg args len str int isinstance getattr hasattr server_args "
+    "shape dtype ndim size is_contiguous device get_platform stride".split()
+)
+
+
+def known_flags(entries: Iterable[ErrorEntry]) -> frozenset[str]:
+    """Every `--flag` any message names: the flags upstream's messages teach its users."""
+    flags: set[str] = set()
+    for entry in entries:
+        flags.update(_FLAG.findall(_literal_text(entry.sites[0])))
+    return frozenset(flags)
+
+
+# -- Docstrings -------------------------------------------------------------------------------
+
+
+def docstring_of(lines: list[str], line: int, function: str) -> str | None:
+    """The docstring of `function` (a qualified name) around 1-based `line` in a file's lines,
+    cleaned like `inspect.cleandoc`; None at module level or when it has none.
+
+    It reads only the definition's head, found by scanning up from the site, so it costs a
+    few lines of tokenizing rather than a parse of the file.
+    """
+    name = function.rsplit(".", 1)[-1] if function else ""
+    if not name or name.startswith("<"):
+        return None
+    pattern = re.compile(rf"^(\s*)(?:async\s+def|def|class)\s+{re.escape(name)}\b")
+    indent = _indent(lines[line - 1]) if 0 < line <= len(lines) else 0
+    for number in range(min(line, len(lines)) - 1, -1, -1):
+        match = pattern.match(lines[number])
+        if match and len(match[1]) < indent:
+            return _docstring_after(lines, number)
+    return None
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def _docstring_after(lines: list[str], start: int) -> str | None:
+    """The string that opens the body of the definition starting at index `start`."""
+    head = "".join(lines[start : start + 200])
+    tokens = tokenize.generate_tokens(io.StringIO(head).readline)
+    try:
+        depth, seen_colon = 0, False
+        for token in tokens:
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+            elif token.type == tokenize.OP and token.string == ":" and depth == 0:
+                seen_colon = True
+            elif seen_colon and token.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.COMMENT):
+                if token.type != tokenize.STRING:
+                    return None
+                value = ast.literal_eval(token.string)
+                if not isinstance(value, str):
+                    return None
+                return _cleandoc(value) or None
+    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError):
+        return None
+    return None
+
+
+def _cleandoc(text: str) -> str:
+    import inspect
+
+    return inspect.cleandoc(text)
+
+
+# -- Related errors ---------------------------------------------------------------------------
+
+# How much sharing one thing says about two errors, before rarity is weighed in. Sharing a
+# function means one piece of code checks both; a setting or flag means the same knob the
+# user turned; a platform means the same "not supported here" family; words are weakest.
+_WEIGHTS = {"function": 3.0, "file": 1.2, "name": 2.0, "platform": 2.0, "word": 1.0, "exception": 0.3}
+# A feature shared by more errors than this says too little to rank by, and costs the most.
+_MAX_SHARED = 200
+# Errors from the page's own file are a click away on its module page; leave room for others.
+_SAME_FILE = 2
+_WORD = re.compile(r"[a-z][a-z0-9]+")
+# Platforms are shared by thousands of errors, yet "not on this platform" is exactly what a
+# user at an unsupported combination wants to compare, so they are never dropped as too common.
+_ALWAYS_COUNTED = ("platform",)
+_STOPWORDS = frozenset(
+    """a an the of to in on for and or not is are be been was were with by as at from this that
+    it its must should can cannot could only but got expected expect found use using please set
+    when than then there no yes if else has have does do did which into out up per all any one
+    two support supported unsupported currently yet now also will would may""".split()
+)
+
+
+def entry_features(entry: ErrorEntry) -> dict[str, str]:
+    """What an error shares with others, as feature -> kind (one of `_WEIGHTS`'s keys).
+
+    Settings are unified across spellings: `cfg.kv_cache_dtype`, `--kv-cache-dtype` and the
+    words "KV cache dtype" in a message are all the feature `name:kv_cache_dtype`.
+    """
+    site = entry.sites[0]
+    features: dict[str, str] = {}
+    for member in entry.sites:
+        if member.function:
+            features[f"function:{member.path}:{member.function}"] = "function"
+        features[f"file:{member.path}"] = "file"
+    literal = _literal_text(site)
+    for name in _identifiers(site):
+        stripped = name.lstrip("_")
+        platform = _PLATFORM_PREDICATE.match(name) or _PLATFORM_PREDICATE.match("is_" + stripped)
+        if platform:
+            features["platform"] = "platform"
+            features[f"platform:{platform['name']}"] = "platform"
+        else:
+            features[f"name:{stripped.lower()}"] = "name"
+    for flag in _FLAG.findall(literal):
+        features[f"name:{flag[2:].replace('-', '_')}"] = "name"
+    for variable in _ENV_VAR.findall(literal):
+        features[f"name:{variable.lower()}"] = "name"
+    words = [_stem(word) for word in _WORD.findall(literal.lower().replace("non-", "non"))]
+    for first, second, third in zip(words, words[1:], words[2:]):
+        features[f"name:{first}_{second}_{third}"] = "name"
+    for first, second in zip(words, words[1:]):
+        features[f"name:{first}_{second}"] = "name"
+    for word in words:
+        if word in _PLATFORM_WORDS:
+            features["platform"] = "platform"
+            features[f"platform:{word.removeprefix('non')}"] = "platform"
+        if word not in _STOPWORDS:
+            features[f"word:{word}"] = "word"
+    if entry.exception:
+        features[f"exception:{entry.exception}"] = "exception"
+    return features
+
+
+_PLATFORM_WORDS = frozenset("cuda noncuda hip rocm npu musa xpu mps hpu platform".split())
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def related_errors(entries: tuple[ErrorEntry, ...], limit: int = 5) -> dict[str, tuple[str, ...]]:
+    """For each error, up to `limit` related error ids, best first.
+
+    Two errors score the sum, over what they share, of the kind's weight times the feature's
+    rarity (inverse document frequency), so sharing `kv_cache_dtype` counts for far more than
+    sharing the word "size". Only names and words that occur in both count: a phrase such as
+    "kv_cache" becomes a name only where some error uses it as one. Ties break by id.
+    """
+    raw = [entry_features(entry) for entry in entries]
+    # A phrase from a message's words is a name only if code or another message uses it so.
+    code_names = set()
+    for entry in entries:
+        for name in _identifiers(entry.sites[0]):
+            code_names.add("name:" + name.lstrip("_").lower())
+        for flag in _FLAG.findall(_literal_text(entry.sites[0])):
+            code_names.add("name:" + flag[2:].replace("-", "_"))
+    features_of: list[dict[str, str]] = []
+    for features in raw:
+        features_of.append({f: k for f, k in features.items() if k != "name" or f in code_names})
+    frequency = Counter()
+    for features in features_of:
+        frequency.update(features.keys())
+    total = len(entries)
+    weight = {
+        feature: _WEIGHTS[feature.split(":", 1)[0]] * math.log(total / count)
+        for feature, count in frequency.items()
+        if 1 < count and (count <= _MAX_SHARED or feature.startswith(_ALWAYS_COUNTED))
+    }
+    postings: dict[str, list[int]] = defaultdict(list)
+    for index, features in enumerate(features_of):
+        for feature in features:
+            if feature in weight:
+                postings[feature].append(index)
+    files = [entry.sites[0].path for entry in entries]
+    related: dict[str, tuple[str, ...]] = {}
+    for index, (entry, features) in enumerate(zip(entries, features_of)):
+        scores: dict[int, float] = defaultdict(float)
+        for feature in features:
+            value = weight.get(feature)
+            if value is not None:
+                for other in postings[feature]:
+                    scores[other] += value
+        scores.pop(index, None)
+        related[entry.id] = tuple(entries[other].id for other in _best(scores, files, index, limit))
+    return related
+
+
+def _best(scores: dict[int, float], files: list[str], index: int, limit: int) -> list[int]:
+    """The best-scoring indices, ties broken by index (entries are sorted by id), with at most
+    `_SAME_FILE` from the error's own file so the list reaches beyond one module."""
+    chosen = _pick(_top(scores.items(), limit * 3), files, index, limit)
+    if len(chosen) < limit and len(scores) > limit * 3:
+        # The best were crowded out by the error's own file: look further, elsewhere.
+        others = _top(((o, s) for o, s in scores.items() if files[o] != files[index]), limit)
+        chosen = _pick(sorted(_top(((o, scores[o]) for o in chosen), limit) + others), files, index, limit)
+    return chosen
+
+
+def _top(items, count: int) -> list[tuple[float, int]]:
+    """The `count` best (negated score, index) pairs, ties broken by index."""
+    items = list(items)
+    if len(items) > count:
+        cut = heapq.nlargest(count, (score for _, score in items))[-1]
+        items = [(other, score) for other, score in items if score >= cut]
+    return sorted((-score, other) for other, score in items)
+
+
+def _pick(candidates: list[tuple[float, int]], files: list[str], index: int, limit: int) -> list[int]:
+    chosen, same_file = [], 0
+    for _, other in candidates:
+        if files[other] == files[index]:
+            if same_file == _SAME_FILE:
+                continue
+            same_file += 1
+        chosen.append(other)
+        if len(chosen) == limit:
+            break
+    return chosen
+
+
+# -- Joining it all -----------------------------------------------------------------------------
+
+
+def derive_articles(
+    entries: tuple[ErrorEntry, ...],
+    curated: Mapping[str, Curated],
+    upstream: Upstream,
+    excerpts: Mapping[tuple[str, int], tuple[Snippet | None, str | None]],
+    ledger: tuple[LedgerRecord, ...] = (),
+    related: Mapping[str, tuple[str, ...]] | None = None,
+    stale: Mapping[str, str] | None = None,
+) -> tuple[Article, ...]:
+    """One article per active error and per retired or moved ledger id, sorted by id.
+
+    `excerpts` maps (path, line) of a site to its snippet and enclosing docstring; `stale`
+    maps an id to the revision its curated text was written for, when the code changed since.
+    """
+    related = related if related is not None else related_errors(entries)
+    stale = stale or {}
+    titles = {entry.id: entry.title for entry in entries}
+    flags = known_flags(entries)
+    aliases: dict[str, list[str]] = defaultdict(list)
+    for record in ledger:
+        if record.status == "moved" and record.moved_to:
+            aliases[record.moved_to].append(record.id)
+    articles = []
+    for entry in entries:
+        curated_entry = curated.get(entry.id)
+        locations = tuple(
+            Location(site, upstream.url(site.path, site.line), *excerpts.get((site.path, site.line), (None, None)))
+            for site in entry.sites
+        )
+        derived = derive_trigger(entry.sites[0])
+        trigger = curated_entry.trigger if curated_entry and curated_entry.trigger else derived
+        articles.append(
+            Article(
+                id=entry.id,
+                status="active",
+                title=entry.title,
+                kind=entry.kind,
+                exception=entry.exception,
+                template=entry.template if entry.message is not None else None,
+                locations=locations,
+                curated=curated_entry,
+                trigger=trigger,
+                trigger_curated=bool(curated_entry and curated_entry.trigger),
+                mentions=mentioned_names(entry, flags),
+                related=tuple(Related(other, titles[other]) for other in related.get(entry.id, ())),
+                aliases=tuple(sorted(aliases.get(entry.id, ()))),
+                stale=stale.get(entry.id),
+            )
+        )
+    active = {entry.id for entry in entries}
+    for record in ledger:
+        if record.status == "active" or record.id in active:
+            continue
+        target = record.moved_to if record.status == "moved" else None
+        articles.append(
+            Article(
+                id=record.id,
+                status=record.status,
+                title=record.message or f"{record.exception or 'error'} in {record.function or record.path}",
+                kind=record.kind,
+                exception=record.exception,
+                template=None,
+                locations=(),
+                curated=curated.get(record.id),
+                trigger=None,
+                trigger_curated=False,
+                mentions=(),
+                related=(Related(target, titles.get(target, target)),) if target else (),
+                aliases=tuple(sorted(record.aliases)),
+                record=record,
+            )
+        )
+    return tuple(sorted(articles, key=lambda article: article.id))

@@ -1,0 +1,218 @@
+"""Source excerpts for the pages: each site's snippet, highlighted with Pygments, and the
+docstring of the function around it.
+
+Three layers, as for extraction: `excerpt_blob` turns one file's bytes into excerpts (pure),
+`ExcerptCache` keeps them per blob sha and requested ranges, and `read_excerpts` fans out over
+the files of a source on every core. Highlighting costs about a millisecond a snippet, so
+overlapping snippets of one file are lexed once, as merged ranges.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygments
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from generator import derive
+from generator.model import ErrorEntry, Snippet, SourceFile
+from generator.progress import Progress
+from generator.upstream import Source
+
+_LEXER = PythonLexer(stripnl=False, ensurenl=False)
+_FORMATTER = HtmlFormatter(nowrap=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the pages need from one file: snippet ranges and (line, function) pairs whose
+    enclosing docstring to read."""
+
+    ranges: tuple[tuple[int, int], ...]
+    functions: tuple[tuple[int, str], ...]
+
+    def key(self, blob_sha: str) -> str:
+        payload = json.dumps([blob_sha, self.ranges, self.functions], separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpts:
+    """One file's excerpts: (plain, html) for every line a snippet covers, and docstrings by
+    (line, function)."""
+
+    lines: dict[int, tuple[str, str]]
+    docstrings: dict[tuple[int, str], str | None]
+
+    def snippet(self, start: int, end: int) -> Snippet | None:
+        numbers = [n for n in range(start, end + 1) if n in self.lines]
+        if not numbers:
+            return None
+        return Snippet(
+            numbers[0],
+            tuple(self.lines[n][0] for n in numbers),
+            tuple(self.lines[n][1] for n in numbers),
+        )
+
+
+def highlight_lines(code: str) -> list[str]:
+    """Pygments HTML for each line of `code`; every line's markup is closed on that line."""
+    if not code:
+        return []
+    markup = pygments.highlight(code, _LEXER, _FORMATTER)
+    lines = markup.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def merge_ranges(ranges) -> list[tuple[int, int]]:
+    """Overlapping or touching line ranges merged, so shared lines are lexed once."""
+    merged: list[list[int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
+def excerpt_blob(data: bytes, request: Request) -> Excerpts:
+    """The excerpts one file's bytes give for a request; undecodable bytes are replaced."""
+    text = data.decode("utf-8", errors="replace").replace("\0", "\ufffd")
+    source_lines = text.splitlines()
+    lines: dict[int, tuple[str, str]] = {}
+    for start, end in merge_ranges(request.ranges):
+        start, end = max(start, 1), min(end, len(source_lines))
+        if start > end:
+            continue
+        chunk = source_lines[start - 1 : end]
+        html = highlight_lines("\n".join(chunk) + "\n")
+        # A lexer never merges lines, but guard against a count mismatch all the same.
+        if len(html) != len(chunk):
+            html = [_escape(line) for line in chunk]
+        for offset, (plain, markup) in enumerate(zip(chunk, html)):
+            lines[start + offset] = (plain, markup)
+    keep_ends = text.splitlines(keepends=True)
+    docstrings = {(line, function): derive.docstring_of(keep_ends, line, function) for line, function in request.functions}
+    return Excerpts(lines, docstrings)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def excerpter_version() -> str:
+    """Changes with this module, the docstring reader and Pygments, so stale markup is never
+    served from the cache."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(Path(derive.__file__).read_bytes())
+    digest.update(pygments.__version__.encode())
+    return digest.hexdigest()[:16]
+
+
+class ExcerptCache:
+    """Excerpts per blob and request under `root/excerpts/<version>/`, written atomically; an
+    unreadable entry counts as missing."""
+
+    def __init__(self, root: Path, version: str) -> None:
+        self.folder = root / "excerpts" / version
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def load(self, key: str) -> Excerpts | None:
+        try:
+            entry = json.loads(self._path(key).read_bytes())
+            lines = {int(n): (plain, html) for n, plain, html in entry["lines"]}
+            docstrings = {(line, function): doc for line, function, doc in entry["docstrings"]}
+            return Excerpts(lines, docstrings)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def store(self, key: str, excerpts: Excerpts) -> None:
+        entry = {
+            "lines": [[n, plain, html] for n, (plain, html) in sorted(excerpts.lines.items())],
+            "docstrings": [[line, function, doc] for (line, function), doc in sorted(excerpts.docstrings.items())],
+        }
+        target = self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                json.dump(entry, handle, separators=(",", ":"), ensure_ascii=False)
+            os.replace(temporary, target)
+        except OSError:
+            pass
+
+
+def requests_of(entries: tuple[ErrorEntry, ...]) -> dict[str, Request]:
+    """What each file must give: the snippet range and function of every site in it."""
+    ranges: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    functions: dict[str, set[tuple[int, str]]] = defaultdict(set)
+    for entry in entries:
+        for site in entry.sites:
+            ranges[site.path].add((site.snippet_start, site.snippet_end))
+            if site.function:
+                functions[site.path].add((site.line, site.function))
+    return {path: Request(tuple(sorted(ranges[path])), tuple(sorted(functions[path]))) for path in sorted(ranges)}
+
+
+def _excerpt_batch(batch: list[tuple[bytes, Request]]) -> list[Excerpts]:
+    return [excerpt_blob(data, request) for data, request in batch]
+
+
+def read_excerpts(
+    source: Source, entries: tuple[ErrorEntry, ...], cache_dir: Path, jobs: int | None = None
+) -> dict[tuple[str, int], tuple[Snippet | None, str | None]]:
+    """(snippet, docstring) for every site, keyed by (path, line): cached blobs are loaded,
+    the rest highlighted on every core."""
+    cache = ExcerptCache(cache_dir, excerpter_version())
+    files: dict[str, SourceFile] = {file.path: file for file in source.files()}
+    requests = requests_of(entries)
+    progress = Progress("highlight", len(requests))
+    found: dict[str, Excerpts] = {}
+    missing: list[tuple[str, str]] = []
+    for path, request in requests.items():
+        key = request.key(files[path].blob_sha)
+        excerpts = cache.load(key)
+        if excerpts is None:
+            missing.append((path, key))
+        else:
+            found[path] = excerpts
+    progress.update(len(found), "files")
+    for (path, key), excerpts in zip(missing, _run(source, files, requests, missing, jobs)):
+        cache.store(key, excerpts)
+        found[path] = excerpts
+        progress.update(len(found), "files")
+    progress.close()
+    result: dict[tuple[str, int], tuple[Snippet | None, str | None]] = {}
+    for entry in entries:
+        for site in entry.sites:
+            excerpts = found[site.path]
+            result[(site.path, site.line)] = (
+                excerpts.snippet(site.snippet_start, site.snippet_end),
+                excerpts.docstrings.get((site.line, site.function)),
+            )
+    return result
+
+
+def _run(source: Source, files, requests, missing, jobs: int | None):
+    jobs = jobs or os.cpu_count() or 1
+    if jobs == 1 or len(missing) < 8:
+        for path, _ in missing:
+            yield excerpt_blob(source.read(files[path]), requests[path])
+        return
+    batches = [missing[i : i + 16] for i in range(0, len(missing), 16)]
+    payloads = ([(source.read(files[path]), requests[path]) for path, _ in batch] for batch in batches)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for batch_result in pool.map(_excerpt_batch, payloads):
+            yield from batch_result

@@ -1,0 +1,441 @@
+"""Articles to pages: typed template contexts, Jinja2 with autoescape, Markdown with raw HTML off.
+
+Nothing here touches the disk except reading templates; `render_site` yields (path, bytes)
+pairs for the writer. Every string from upstream or `content/` reaches the HTML escaped:
+through Jinja's autoescape, through markdown-it with `html` off and a link filter, or through
+Pygments, which escapes what it highlights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+import urllib.parse
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypedDict
+
+import jinja2
+import pygments
+from markdown_it import MarkdownIt
+from markupsafe import Markup, escape
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+from generator import api
+from generator.model import Article, Change, Location, Placeholder, Upstream
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+# Snippets shown in full on a page; further locations are listed with their links.
+SNIPPETS_SHOWN = 3
+TITLE_LIMIT = 160
+
+
+@dataclass(frozen=True, slots=True)
+class SiteInfo:
+    """What every page's head and footer need beyond its own article."""
+
+    upstream: Upstream
+    base_url: str
+    report_url: str
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+_SAFE_SCHEME = re.compile(r"^(?:https?:|[^:/?#]*(?:[/?#]|$))", re.IGNORECASE)
+
+
+def _safe_link(url: str) -> bool:
+    """Only http, https and relative links; `javascript:`, `data:` and the rest are refused."""
+    cleaned = "".join(ch for ch in url if ch > " ").lower()
+    return _SAFE_SCHEME.match(cleaned) is not None
+
+
+def markdown_renderer() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.validateLink = _safe_link
+    return md
+
+
+_MARKDOWN = markdown_renderer()
+
+
+def markdown(text: str | None) -> Markup:
+    """Curated or derived Markdown as safe HTML: raw HTML shown as text, unsafe links dropped."""
+    if not text:
+        return Markup("")
+    return Markup(_MARKDOWN.render(_clean(text)))
+
+
+def _clean(text: str) -> str:
+    """NUL and other C0 controls (but tab and newline) become U+FFFD, as HTML would."""
+    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "\ufffd", text)
+
+
+# -- Typed contexts ----------------------------------------------------------------------------
+
+
+class Page(TypedDict):
+    """What base.html needs on every page."""
+
+    root: str
+    path: str
+    title: str
+    description: str
+    canonical: str
+    upstream: Upstream
+    report_url: str
+    json_url: str | None
+
+
+class TitlePart(TypedDict):
+    text: str
+    placeholder: bool
+
+
+class SnippetLine(TypedDict):
+    number: int
+    html: Markup
+    marked: bool
+
+
+class LocationView(TypedDict):
+    path: str
+    line: int
+    function: str
+    url: str
+    conditions: tuple[str, ...]
+    snippet: list[SnippetLine] | None
+    docstring: str | None
+    module_url: str
+
+
+class ErrorPage(Page):
+    article: Article
+    heading: list[TitlePart]
+    locations: list[LocationView]
+    more_locations: list[LocationView]
+    explanation: Markup
+    solutions: list[tuple[str, Markup]]
+    example_before: Markup | None
+    example_after: Markup | None
+    trigger: Markup
+    situations: list[Markup]
+    docstring: str | None
+    related: list[tuple[str, str]]
+    moved_to: tuple[str, str] | None
+    scaffold: str
+    exception_url: str
+
+
+class ListPage(Page):
+    heading: str
+    intro: str
+    crumbs: list[tuple[str, str]]
+    folders: list[tuple[str, str, int]]
+    groups: list[tuple[str, list[tuple[str, str, str]]]]
+
+
+class HomePage(Page):
+    counts: dict[str, int]
+    curated: list[tuple[str, str]]
+
+
+class ChangesPage(Page):
+    changes: list[tuple[Change, str]]
+
+
+# -- Rendering ---------------------------------------------------------------------------------
+
+
+def environment(templates: Path = TEMPLATES) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def templates_digest(templates: Path = TEMPLATES) -> str:
+    """Changes with any template or static file, and with this module."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for path in sorted(templates.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(templates).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _root(path: str) -> str:
+    """The relative prefix from a page at `path` (e.g. `errors/x/index.html`) to the site root."""
+    depth = path.count("/")
+    return "../" * depth
+
+
+def _page(path: str, info: SiteInfo, title: str, description: str, json_url: str | None = None) -> Page:
+    url = path[: -len("index.html")] if path.endswith("index.html") else path
+    return Page(
+        root=_root(path),
+        path=path,
+        title=title,
+        description=description,
+        canonical=info.base_url.rstrip("/") + "/" + url,
+        upstream=info.upstream,
+        report_url=info.report_url,
+        json_url=json_url,
+    )
+
+
+def shorten(text: str, limit: int = TITLE_LIMIT) -> str:
+    """`text` on one line, cut at a word boundary with an ellipsis when longer than `limit`."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return (cut if len(cut) > limit // 2 else text[:limit]) + "\u2026"
+
+
+def heading_parts(article: Article) -> list[TitlePart]:
+    if article.template is None:
+        return [TitlePart(text=_clean(article.title), placeholder=False)]
+    return [
+        TitlePart(text=_clean(part.render() if isinstance(part, Placeholder) else part), placeholder=isinstance(part, Placeholder))
+        for part in article.template.parts
+    ]
+
+
+def _location_view(location: Location, root: str) -> LocationView:
+    site = location.site
+    lines = None
+    if location.snippet is not None:
+        lines = [
+            SnippetLine(number=location.snippet.start + offset, html=Markup(html), marked=site.line <= location.snippet.start + offset <= site.end_line)
+            for offset, html in enumerate(location.snippet.html)
+        ]
+    return LocationView(
+        path=site.path,
+        line=site.line,
+        function=site.function,
+        url=location.url,
+        conditions=site.conditions,
+        snippet=lines,
+        docstring=location.docstring,
+        module_url=f"{root}modules/{posixpath.dirname(site.path)}/",
+    )
+
+
+def highlight_code(code: str, language: str) -> Markup:
+    try:
+        lexer = get_lexer_by_name(language or "text")
+    except ClassNotFound:
+        lexer = get_lexer_by_name("text")
+    return Markup(pygments.highlight(_clean(code), lexer, HtmlFormatter(nowrap=True)))
+
+
+def error_page(article: Article, info: SiteInfo) -> ErrorPage:
+    path = f"errors/{article.id}/index.html"
+    root = _root(path)
+    curated = article.curated
+    kind = {"raise": "raised", "assert": "assertion", "warning": "warning"}.get(article.kind, article.kind)
+    description = f"{article.exception or 'Error'} ({kind}) in SGLang: {shorten(article.title, 120)}"
+    page = _page(path, info, shorten(article.title, 70) + " \u2014 SGLang error", description, f"{root}api/errors/{article.id}.json")
+    views = [_location_view(location, root) for location in article.locations]
+    first_doc = next((location.docstring for location in article.locations if location.docstring), None)
+    moved_to = None
+    if article.status == "moved" and article.record and article.record.moved_to:
+        target = article.record.moved_to
+        moved_to = (f"{root}errors/{target}/", next((r.title for r in article.related if r.id == target), target))
+    return ErrorPage(
+        **page,
+        article=article,
+        heading=heading_parts(article),
+        locations=views[:SNIPPETS_SHOWN],
+        more_locations=views[SNIPPETS_SHOWN:],
+        explanation=markdown(curated.explanation if curated else None),
+        solutions=[(solution.title, markdown(solution.body)) for solution in curated.solutions] if curated else [],
+        example_before=highlight_code(curated.example_fix.before, curated.example_fix.language) if curated and curated.example_fix else None,
+        example_after=highlight_code(curated.example_fix.after, curated.example_fix.language) if curated and curated.example_fix else None,
+        trigger=markdown(article.trigger),
+        situations=[markdown(situation) for situation in curated.situations] if curated else [],
+        docstring=first_doc,
+        related=[(f"{root}errors/{related.id}/", shorten(related.title)) for related in article.related],
+        moved_to=moved_to,
+        scaffold=f"errorkb scaffold {article.id}",
+        exception_url=f"{root}exceptions/{exception_slug(article.exception)}/",
+    )
+
+
+def pygments_css() -> bytes:
+    """Highlighting colours for light and dark schemes, both with readable contrast."""
+    light = HtmlFormatter(style="default").get_style_defs(".highlight")
+    dark = HtmlFormatter(style="github-dark").get_style_defs(".highlight")
+    # Only token colours: backgrounds and line numbers come from the site's own stylesheet.
+    light, dark = (
+        "\n".join(line for line in css.splitlines() if line.startswith(".highlight .") and "{ background" not in line)
+        for css in (light, dark)
+    )
+    return f"{light}\n@media (prefers-color-scheme: dark) {{\n{dark}\n}}\n".encode()
+
+
+def exception_slug(exception: str | None) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]+", "-", exception or "unknown") or "unknown"
+
+
+def _entry_link(article: Article, root: str) -> tuple[str, str, str]:
+    location = article.locations[0].site if article.locations else None
+    where = f"{location.path}:{location.line}" if location else ""
+    return (f"{root}errors/{article.id}/", shorten(article.title), where)
+
+
+def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+    """A page per folder of upstream holding errors: its subfolders with counts, then its
+    files' errors. The root folder's page is the module index."""
+    by_file: dict[str, list[Article]] = defaultdict(list)
+    for article in articles:
+        if article.status == "active":
+            by_file[article.locations[0].site.path].append(article)
+    counts: Counter[str] = Counter()
+    children: dict[str, set[str]] = defaultdict(set)
+    for path, members in by_file.items():
+        folder = posixpath.dirname(path)
+        while True:
+            counts[folder] += len(members)
+            parent = posixpath.dirname(folder)
+            if parent == folder:
+                break
+            children[parent].add(folder)
+            folder = parent
+    files_in: dict[str, list[str]] = defaultdict(list)
+    for path in by_file:
+        files_in[posixpath.dirname(path)].append(path)
+    for folder in sorted(counts):
+        path = f"modules/{folder}/index.html" if folder else "modules/index.html"
+        root = _root(path)
+        total = counts[folder]
+        crumbs, parts = [], folder.split("/") if folder else []
+        for depth in range(len(parts)):
+            crumbs.append((f"{root}modules/{'/'.join(parts[: depth + 1])}/", parts[depth]))
+        title = f"Errors in {folder}/" if folder else "Errors by module"
+        page = _page(path, info, title, f"{total} SGLang errors raised under {folder or 'the source tree'}.")
+        yield path, ListPage(
+            **page,
+            heading=title,
+            intro=f"{total} errors in this folder and below.",
+            crumbs=[(f"{root}modules/", "modules")] + crumbs,
+            folders=[(f"{root}modules/{child}/", posixpath.basename(child) + "/", counts[child]) for child in sorted(children[folder])],
+            groups=[
+                (file, [_entry_link(article, root) for article in sorted(by_file[file], key=lambda a: (a.locations[0].site.line, a.id))])
+                for file in sorted(files_in.get(folder, ()))
+            ],
+        )
+
+
+def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+    """The index of exception types with counts, and a page per type listing its errors."""
+    by_type: dict[str, list[Article]] = defaultdict(list)
+    for article in articles:
+        if article.status == "active":
+            by_type[article.exception or "unknown"].append(article)
+    path = "exceptions/index.html"
+    page = _page(path, info, "Errors by exception type", f"SGLang errors grouped by exception type: {len(by_type)} types.")
+    yield path, ListPage(
+        **page,
+        heading="Errors by exception type",
+        intro=f"{len(by_type)} exception types.",
+        crumbs=[],
+        folders=[(f"{exception_slug(name)}/", name, len(members)) for name, members in sorted(by_type.items(), key=lambda item: (-len(item[1]), item[0]))],
+        groups=[],
+    )
+    for name, members in sorted(by_type.items()):
+        path = f"exceptions/{exception_slug(name)}/index.html"
+        root = _root(path)
+        page = _page(path, info, f"{name} errors", f"{len(members)} SGLang errors that raise {name}.")
+        by_module: dict[str, list[Article]] = defaultdict(list)
+        for article in members:
+            by_module[posixpath.dirname(article.locations[0].site.path)].append(article)
+        yield path, ListPage(
+            **page,
+            heading=f"{name}",
+            intro=f"{len(members)} errors raise {name}.",
+            crumbs=[(f"{root}exceptions/", "exception types")],
+            folders=[],
+            groups=[(module, [_entry_link(a, root) for a in sorted(group, key=lambda a: a.id)]) for module, group in sorted(by_module.items())],
+        )
+
+
+def render_site(
+    articles: tuple[Article, ...],
+    info: SiteInfo,
+    changes: tuple[Change, ...] = (),
+    env: jinja2.Environment | None = None,
+) -> Iterator[tuple[str, bytes]]:
+    """Every file of the site but the per-error ones, then the per-error ones, in a stable order."""
+    yield from render_shared(articles, info, changes, env)
+    yield from render_errors(articles, info, env)
+
+
+def render_errors(articles, info: SiteInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
+    """Each article's page and API document."""
+    env = env or environment()
+    error_template = env.get_template("error.html")
+    for article in articles:
+        context = error_page(article, info)
+        yield context["path"], error_template.render(context).encode("utf-8")
+        yield f"api/errors/{article.id}.json", api.dumps(api.error_document(article, info.upstream))
+
+
+def render_shared(
+    articles: tuple[Article, ...], info: SiteInfo, changes: tuple[Change, ...] = (), env: jinja2.Environment | None = None
+) -> Iterator[tuple[str, bytes]]:
+    """Home, browse pages, recent changes, 404, sitemap, robots, redirects and the API's
+    index, schema and change list."""
+    env = env or environment()
+    active = [a for a in articles if a.status == "active"]
+    home = _page("index.html", info, "SGLang error knowledge base", "Paste an SGLang error message or traceback to find what it means and how to fix it.")
+    yield "index.html", env.get_template("home.html").render(
+        HomePage(
+            **home,
+            counts={
+                "errors": len(active),
+                "curated": sum(1 for a in active if a.curated),
+                "with_message": sum(1 for a in active if a.template is not None),
+            },
+            curated=[(f"errors/{a.id}/", shorten(a.title)) for a in active if a.curated],
+        )
+    ).encode()
+    list_template = env.get_template("list.html")
+    sitemap = ["", "modules/", "exceptions/", "changes/"]
+    for path, context in [*module_pages(articles, info), *exception_pages(articles, info)]:
+        yield path, list_template.render(context).encode()
+        sitemap.append(path[: -len("index.html")])
+    changes_page = _page("changes/index.html", info, "Recent changes", "Errors added, reworded, moved or retired in recent SGLang revisions.", "../api/changes.json")
+    ordered = sorted(changes, key=lambda c: (c.date, c.revision, c.id), reverse=True)
+    titles = {a.id: a.title for a in articles}
+    yield "changes/index.html", env.get_template("changes.html").render(
+        ChangesPage(**changes_page, changes=[(c, shorten(c.message or titles.get(c.id, c.id))) for c in ordered])
+    ).encode()
+    missing = _page("404.html", info, "Page not found", "This page does not exist in the SGLang error knowledge base.")
+    # A 404 page is served at any depth, so its links cannot be relative: it uses the base URL.
+    missing["root"] = info.base_url.rstrip("/") + "/"
+    yield "404.html", env.get_template("404.html").render(missing).encode()
+    sitemap.extend(f"errors/{a.id}/" for a in articles if a.status != "moved")
+    base = info.base_url.rstrip("/") + "/"
+    urls = "".join(f"<url><loc>{escape(base + urllib.parse.quote(url))}</loc></url>\n" for url in sorted(sitemap))
+    yield "sitemap.xml", (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n' + urls + "</urlset>\n"
+    ).encode()
+    yield "robots.txt", f"User-agent: *\nAllow: /\nSitemap: {base}sitemap.xml\n".encode()
+    yield "_redirects", b"/api/errors/:id /api/errors/:id.json 200\n"
+    yield "api/errors/index.json", api.dumps(api.index_document(articles, info.upstream), compact=True)
+    yield "api/schema/error.json", api.dumps(api.error_schema(info.base_url))
+    yield "api/changes.json", api.dumps(api.changes_document(changes))
+    yield "static/pygments.css", pygments_css()
+    for static in sorted((TEMPLATES / "static").rglob("*")):
+        if static.is_file():
+            yield "static/" + static.relative_to(TEMPLATES / "static").as_posix(), static.read_bytes()
