@@ -22,6 +22,7 @@ from generator.audit import (
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import ERRORS_FOLDER, read_content
+from generator.flags import flag_problems, server_arguments
 
 
 def add_parser(subcommands) -> None:
@@ -48,10 +49,9 @@ def run(args: argparse.Namespace) -> int:
     folder = content_of(args, config)
     source = source_of(args, config)
     entries = entries_of(args, config, source)
-    files, problems = read_content(folder, config.repo)
+    files, invalid = read_content(folder, config.repo)
     ledger = read_ledger(folder)
-    problems += extraction_problems(files, entries, ledger)
-    problems += flag_problems(files, source)
+    problems = [*invalid, *extraction_problems(files, entries, ledger), *flag_problems(files, server_arguments(source))]
     written = sorted((path.stem, str(path)) for path in (folder / ERRORS_FOLDER).glob("*.yaml"))
     orphans = find_orphans(written, entries, ledger)
     curated = {error: file.curated for error, file in files.items() if error in entries}
@@ -89,7 +89,3 @@ def print_coverage(covered: Coverage, most: int) -> None:
     shown = sorted((m for m in covered.modules if m.curated), key=lambda m: (-m.curated, m.module))[:most]
     for module in shown:
         print(f"  {module.curated:4d}/{module.total:<5d} {module.module}")
-
-
-def flag_problems(files, source):
-    return ()
