@@ -340,9 +340,12 @@ def markdown_flag_problems(text: str, arguments: Arguments) -> Iterator[tuple[in
                         yield start, problem
                 elif child.type == "code_inline":
                     code = child.content.strip()
-                    if code.startswith("--") or _runs_sglang(code):
-                        prefix = "" if _runs_sglang(code) else "sglang serve "
-                        for _, problem in shell_problems(prefix + code, arguments):
+                    if _runs_sglang(code):
+                        for _, problem in shell_problems(code, arguments):
+                            yield start, problem
+                    elif code.startswith("--"):
+                        # A flag named in passing (`--tp-size`) needs no value; one given is checked.
+                        for _, problem in shell_problems("sglang serve " + code, arguments, complete=False):
                             yield start, problem
 
 
@@ -365,8 +368,9 @@ def prose_problems(text: str, arguments: Arguments) -> Iterator[str]:
         yield from _flag_problems(match[1], match[2], arguments)
 
 
-def shell_problems(code: str, arguments: Arguments) -> Iterator[tuple[int, str]]:
-    """Flags and values of every `python -m sglang.launch_server` / `sglang serve` command."""
+def shell_problems(code: str, arguments: Arguments, complete: bool = True) -> Iterator[tuple[int, str]]:
+    """Flags and values of every `python -m sglang.launch_server` / `sglang serve` command;
+    `complete` commands must also give a value to every flag that takes one."""
     physical = code.splitlines()
     index = 0
     while index < len(physical):
@@ -385,7 +389,7 @@ def shell_problems(code: str, arguments: Arguments) -> Iterator[tuple[int, str]]
         except ValueError as error:
             yield first, f"shell command does not parse: {error}"
             continue
-        for token, problem in _command_problems(tokens, arguments):
+        for token, problem in _command_problems(tokens, arguments, complete):
             yield _line_of_token(physical, first, index, token), problem
 
 
@@ -393,7 +397,7 @@ def _runs_sglang(command: str) -> bool:
     return bool(re.search(r"-m\s+sglang\.launch_server\b|(^|[\s/])sglang\s+serve\b", command))
 
 
-def _command_problems(tokens: list[str], arguments: Arguments) -> Iterator[tuple[str, str]]:
+def _command_problems(tokens: list[str], arguments: Arguments, complete: bool) -> Iterator[tuple[str, str]]:
     position, active = 0, False
     while position < len(tokens):
         token = tokens[position]
@@ -412,7 +416,7 @@ def _command_problems(tokens: list[str], arguments: Arguments) -> Iterator[tuple
                     position += 1
                     if not argument.many:
                         break
-                if not values:
+                if not values and complete:
                     yield name, f"{name} needs a value"
             for problem in _flag_problems(name, values, arguments):
                 yield name, problem
