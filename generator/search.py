@@ -1,0 +1,601 @@
+"""Paste-to-find search: an error as a user saw it (message, log line or whole traceback) to the
+errors it most likely is.
+
+Three signals, summed into one score:
+
+- **Template match.** Each message template is a matcher: its literal text must appear exactly
+  (whitespace ignored), each placeholder matches any value. A match scores by the share of the
+  pasted message its literal text pins down, so the most specific template wins.
+- **Frame match.** In a traceback, the last frame inside the package (`.../sglang/srt/x.py`,
+  line, function and source line) points at the raise or assert itself; this is how
+  message-less asserts and raises are found.
+- **Word match.** BM25 over each error's words (message, exception, function, file, asserted
+  condition), the fallback for partial or edited pastes.
+
+The index is a set of small JSON files under `search/` (see `search_files`): a manifest, token
+shards (templates and postings, bucketed by a hash of a word), entry chunks (titles, by entry
+number) and file shards (sites, bucketed by the last two path components). A lookup loads only
+the shards its words and frame need. `lookup` here and `templates/static/search.js` in the
+browser run the same steps on the same files, so they rank alike.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator.errors import ErrorkbError
+from generator.model import ErrorEntry, Placeholder, Site
+
+INDEX_VERSION = 1
+INDEX_DIR = "search"
+TOKEN_BUCKETS = 1024
+FILE_BUCKETS = 128
+ENTRY_CHUNK = 16
+# Words in more than this share of errors carry almost no evidence; leaving their postings out
+# keeps every token shard small.
+STOP_SHARE = 0.03
+K1, B = 1.2, 0.75
+WORD_CANDIDATES = 50
+# Results scoring below this are noise (a shared common word or two), not an answer.
+MIN_SCORE = 0.4
+# A template match that pins down less than this share of the paste, and fewer literal
+# characters than CONFIDENT_LITERAL, is only weak evidence (`{x}.` matches most sentences).
+CONFIDENT_SHARE = 0.3
+CONFIDENT_LITERAL = 20
+# Bonus for a template raised as the exception the paste names.
+NAMED_EXCEPTION = 0.3
+
+# The same whitespace class as search.js, so both strip the same characters.
+_SPACE = re.compile("[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
+_TOKEN = re.compile(r"[a-z0-9]+")
+_EXCEPTION = r"([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))"
+_EXCEPTION_LINE = re.compile(r"^[ \t]*" + _EXCEPTION + r"(?::[ \t]?(.*))?$")
+# A log line that names the exception after a prefix: `[2026-01-01 TP0] ... RuntimeError: ...`.
+_EXCEPTION_INSIDE = re.compile(r"(?:^|[ \t\]])" + _EXCEPTION + r":[ \t](.*)$")
+_FRAME_LINE = re.compile(r'^[ \t]*File "([^"]+)", line (\d+)(?:, in (.+?))?[ \t]*$')
+_WARNING_LINE = re.compile(r"^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$")
+_CARETS = re.compile(r"^[ \t]*[\^~]+[ \t]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One error a paste may be: its id, title (`message` when it has literal text, else what
+    it checks), exception, kind, and the score it ranked by (higher is better)."""
+
+    id: str
+    title: str
+    message: str | None
+    exception: str | None
+    kind: str
+    score: float
+
+    @property
+    def page(self) -> str:
+        """The error's page, relative to the site root."""
+        return f"errors/{self.id}/"
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A traceback frame: file path as printed, line, function name and first source line."""
+
+    path: str
+    line: int
+    function: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Paste:
+    """What a lookup reads from a paste: the error message, the exception name if shown, and
+    the last frame inside the package if the paste is a traceback or a warning line. `whole`
+    is the full text when the exception was found after a log prefix, in case it was not."""
+
+    message: str
+    exception: str | None
+    frame: Frame | None
+    whole: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Text primitives, mirrored one for one in search.js.
+
+
+def squash(text: str) -> str:
+    """Text with all whitespace removed: what template literals are compared on."""
+    return _SPACE.sub("", text)
+
+
+def tokens(text: str) -> list[str]:
+    """Lowercase words of two or more characters that are not plain numbers (values)."""
+    return [t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and not t.isdigit()]
+
+
+def units(text: str) -> int:
+    """Length in UTF-16 code units, the length JavaScript sees."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def bucket(key: str, buckets: int) -> int:
+    """FNV-1a (32-bit) of the UTF-8 key, modulo `buckets`."""
+    value = 0x811C9DC5
+    for byte in key.encode():
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value % buckets
+
+
+def path_key(path: str) -> str:
+    """The last two components of a path, the key its file shard is chosen by."""
+    parts = [p for p in path.replace("\\", "/").split("/") if p]
+    return "/".join(parts[-2:])
+
+
+def path_matches(frame_path: str, site_path: str) -> bool:
+    """Whether a printed file path is the site's file: it ends with the site's path minus its
+    first component (`python/sglang/srt/x.py` is `.../dist-packages/sglang/srt/x.py`)."""
+    site_parts = site_path.split("/")
+    frame_parts = [p for p in frame_path.replace("\\", "/").split("/") if p]
+    need = max(1, min(3, len(site_parts) - 1))
+    return frame_parts[-need:] == site_parts[-need:] and len(frame_parts) >= need
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a paste.
+
+
+def parse_paste(text: str) -> Paste:
+    """The message, exception and last package frame of a pasted error or traceback.
+
+    A traceback's message is its last exception line (`ValueError: ...`) and what follows it;
+    a warning line (`x.py:12: UserWarning: ...`) gives its file as the frame; anything else is
+    taken as the message itself, with a leading `SomeError: ` split off.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    frames: list[tuple[int, Frame]] = []
+    index = 0
+    last_frame_end = -1
+    while index < len(lines):
+        found = _FRAME_LINE.match(lines[index])
+        if found:
+            source = ""
+            end = index
+            if index + 1 < len(lines) and not _FRAME_LINE.match(lines[index + 1]):
+                candidate = lines[index + 1]
+                if candidate.startswith((" ", "\t")) and candidate.strip() and not _CARETS.match(candidate):
+                    source = candidate.strip()
+                    end = index + 1
+            while end + 1 < len(lines) and _CARETS.match(lines[end + 1]):
+                end += 1
+            frames.append((index, Frame(found.group(1), int(found.group(2)), found.group(3) or "", source)))
+            last_frame_end = end
+            index = end + 1
+            continue
+        index += 1
+    frame = next((f for _, f in reversed(frames) if _in_package(f.path)), None)
+    rest = lines[last_frame_end + 1 :] if frames else lines
+    for number, line in enumerate(rest):
+        warning = _WARNING_LINE.match(line.strip())
+        if warning:
+            source = rest[number + 1].strip() if number + 1 < len(rest) else ""
+            warning_frame = Frame(warning.group(1), int(warning.group(2)), "", source)
+            return Paste(warning.group(4).strip(), warning.group(3), frame or warning_frame)
+    for number, line in enumerate(rest):
+        found = _EXCEPTION_LINE.match(line)
+        if found:
+            message = "\n".join([found.group(2) or "", *rest[number + 1 :]]).strip()
+            return Paste(message, found.group(1).rsplit(".", 1)[-1], frame)
+    whole = "\n".join(rest).strip()
+    for number, line in enumerate(rest):
+        found = _EXCEPTION_INSIDE.search(line)
+        if found:
+            message = "\n".join([found.group(2), *rest[number + 1 :]]).strip()
+            return Paste(message, found.group(1).rsplit(".", 1)[-1], frame, whole)
+    return Paste(whole, None, frame)
+
+
+def _in_package(path: str) -> bool:
+    return "/sglang/" in "/" + path.replace("\\", "/")
+
+
+def messages_of(paste: Paste) -> list[str]:
+    """The squashed forms of the message to match templates against: as printed, for a
+    KeyError (whose message prints quoted) also unquoted, and the whole line when the exception
+    name was found after a prefix."""
+    message = squash(paste.message)
+    forms = [message] if message else []
+    if paste.exception == "KeyError" and len(message) >= 2 and message[0] == message[-1] and message[0] in "'\"":
+        forms.append(message[1:-1])
+    if paste.whole:
+        forms.append(squash(paste.whole))
+    return forms
+
+
+def query_tokens(paste: Paste) -> list[str]:
+    """The distinct words of a paste a lookup searches on, in order of first appearance."""
+    text = paste.message
+    if paste.exception:
+        text += " " + paste.exception
+    if paste.frame is not None:
+        text += " " + paste.frame.function + " " + paste.frame.source
+    return list(dict.fromkeys(tokens(text)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Building the index.
+
+
+@dataclass(frozen=True, slots=True)
+class _Matcher:
+    """A template as the index stores it: squashed literal segments in order, and whether the
+    template starts and ends with literal text (else any value may come before or after)."""
+
+    segments: tuple[str, ...]
+    starts: bool
+    ends: bool
+    literal: int
+    anchors: tuple[str, ...]
+
+
+def matcher_of(entry: ErrorEntry) -> _Matcher | None:
+    """The matcher of an entry with a message, None for one without literal text."""
+    if entry.message is None or entry.template is None:
+        return None
+    parts = entry.template.parts
+    segments: list[str] = []
+    anchors: list[str] = []
+    for number, part in enumerate(parts):
+        if isinstance(part, Placeholder):
+            continue
+        squashed = squash(part)
+        if squashed:
+            segments.append(squashed)
+        anchors.extend(_safe_tokens(part, first=number == 0, last=number == len(parts) - 1))
+    if not segments:
+        return None
+    starts = isinstance(parts[0], str) and bool(squash(parts[0]))
+    ends = isinstance(parts[-1], str) and bool(squash(parts[-1]))
+    return _Matcher(tuple(segments), starts, ends, sum(units(s) for s in segments), tuple(dict.fromkeys(anchors)))
+
+
+def _safe_tokens(literal: str, first: bool, last: bool) -> list[str]:
+    """Words of a literal part that a pasted message shows as whole words whatever the values:
+    those not touching a neighbouring placeholder (whose value could be glued on)."""
+    lowered = literal.lower()
+    safe = []
+    for found in _TOKEN.finditer(lowered):
+        if found.start() == 0 and not first:
+            continue
+        if found.end() == len(lowered) and not last:
+            continue
+        word = found.group()
+        if len(word) > 1 and not word.isdigit():
+            safe.append(word)
+    return safe
+
+
+def document_tokens(entry: ErrorEntry) -> list[str]:
+    """The words an entry is found by: its literal message text, exception, the functions and
+    files it is raised in, and for asserts the condition checked."""
+    text = [entry.exception or ""]
+    if entry.template is not None:
+        text.extend(part for part in entry.template.parts if isinstance(part, str))
+    for site in _distinct_places(entry.sites):
+        text.append(site.function)
+        text.append(site.path.rsplit("/", 1)[-1].removesuffix(".py"))
+        if site.assert_condition:
+            text.append(site.assert_condition)
+    return tokens(" ".join(text))
+
+
+def _distinct_places(sites: tuple[Site, ...]) -> list[Site]:
+    seen, places = set(), []
+    for site in sites:
+        if (site.function, site.path, site.assert_condition) not in seen:
+            seen.add((site.function, site.path, site.assert_condition))
+            places.append(site)
+    return places
+
+
+def site_signature(site: Site) -> str:
+    """The squashed start of the statement a traceback prints for the site: `assert<condition>`,
+    `raise<Exception>` or `warnings.warn`."""
+    if site.kind == "assert":
+        return "assert" + squash(site.assert_condition or "")
+    if site.kind == "warning":
+        return "warn"
+    return "raise" + (site.exception or "")
+
+
+def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
+    """Every search file as JSON data, keyed by its path relative to the site root."""
+    ordered = sorted(entries, key=lambda e: e.id)
+    matchers = [matcher_of(entry) for entry in ordered]
+    documents = [document_tokens(entry) for entry in ordered]
+    count = len(ordered)
+    lengths = [len(words) for words in documents]
+    average = (sum(lengths) / count) if count else 1.0
+
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for number, words in enumerate(documents):
+        frequency: dict[str, int] = {}
+        for word in words:
+            frequency[word] = frequency.get(word, 0) + 1
+        norm = K1 * (1 - B + B * lengths[number] / (average or 1.0))
+        for word, tf in frequency.items():
+            postings.setdefault(word, []).append((number, round(100 * tf * (K1 + 1) / (tf + norm))))
+    stop = max(50, int(STOP_SHARE * count))
+
+    anchor_counts: dict[str, int] = {}
+    for matcher in matchers:
+        for word in matcher.anchors if matcher else ():
+            anchor_counts[word] = anchor_counts.get(word, 0) + 1
+
+    shards: list[dict[str, Any]] = [{"postings": {}, "templates": []} for _ in range(TOKEN_BUCKETS + 1)]
+    for word, found in postings.items():
+        if len(found) <= stop:
+            flat, previous = [], 0
+            for number, weight in found:
+                flat.extend((number - previous, weight))
+                previous = number
+            shards[bucket(word, TOKEN_BUCKETS)]["postings"][word] = flat
+    for number, (entry, matcher) in enumerate(zip(ordered, matchers)):
+        if matcher is None:
+            continue
+        # The rarest safe word decides the shard, so shards stay even and few templates load.
+        anchor = min(matcher.anchors, key=lambda w: (anchor_counts[w], matcher.anchors.index(w)), default=None)
+        where = TOKEN_BUCKETS if anchor is None else bucket(anchor, TOKEN_BUCKETS)
+        shards[where]["templates"].append(
+            [number, entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)]
+        )
+
+    files: list[dict[str, list]] = [{} for _ in range(FILE_BUCKETS)]
+    for number, entry in enumerate(ordered):
+        for site in entry.sites:
+            function = site.function.rsplit(".", 1)[-1]
+            shard = files[bucket(path_key(site.path), FILE_BUCKETS)]
+            shard.setdefault(site.path, []).append([number, function, site.line, site.end_line, site_signature(site)])
+
+    documents_out: dict[str, Any] = {
+        f"{INDEX_DIR}/manifest.json": {
+            "version": INDEX_VERSION,
+            "repo": repo,
+            "entries": count,
+            "token_buckets": TOKEN_BUCKETS,
+            "file_buckets": FILE_BUCKETS,
+            "entry_chunk": ENTRY_CHUNK,
+            "k1": K1,
+            "b": B,
+            "word_candidates": WORD_CANDIDATES,
+            "min_score": MIN_SCORE,
+            "named_exception": NAMED_EXCEPTION,
+            "confident_share": CONFIDENT_SHARE,
+            "confident_literal": CONFIDENT_LITERAL,
+        }
+    }
+    for number, shard in enumerate(shards):
+        name = "none" if number == TOKEN_BUCKETS else str(number)
+        documents_out[f"{INDEX_DIR}/t/{name}.json"] = shard
+    for number, shard in enumerate(files):
+        documents_out[f"{INDEX_DIR}/f/{number}.json"] = shard
+    for start in range(0, count, ENTRY_CHUNK):
+        documents_out[f"{INDEX_DIR}/e/{start // ENTRY_CHUNK}.json"] = [
+            [entry.id, entry.exception, entry.kind, entry.title, int(entry.message is not None)]
+            for entry in ordered[start : start + ENTRY_CHUNK]
+        ]
+    return documents_out
+
+
+def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> dict[str, bytes]:
+    """The search index as files relative to the site root (`search/...json`), compact UTF-8
+    JSON with sorted keys, so two builds give identical bytes."""
+    return {path: encode(data) for path, data in index_documents(entries, repo).items()}
+
+
+def encode(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the index.
+
+
+class SearchIndex:
+    """The search files, read one piece at a time as a lookup needs them, and kept once read.
+
+    `read(path)` returns a file's parsed JSON (path relative to the site root) or raises
+    `KeyError` / `OSError` when it is missing.
+    """
+
+    def __init__(self, read: Callable[[str], Any]) -> None:
+        self._read = read
+        self._pieces: dict[str, Any] = {}
+        self.manifest = self.piece("manifest.json")
+        if not isinstance(self.manifest, dict) or self.manifest.get("version") != INDEX_VERSION:
+            raise ErrorkbError(f"{INDEX_DIR}/manifest.json: not a version {INDEX_VERSION} search index")
+
+    def piece(self, name: str) -> Any:
+        if name not in self._pieces:
+            self._pieces[name] = self._read(f"{INDEX_DIR}/{name}")
+        return self._pieces[name]
+
+    @property
+    def loaded(self) -> tuple[str, ...]:
+        """The pieces read so far, for measuring what a lookup costs."""
+        return tuple(sorted(self._pieces))
+
+    @classmethod
+    def of_entries(cls, entries: Iterable[ErrorEntry], repo: str) -> SearchIndex:
+        """An index built in memory from entries (a lookup straight from a source)."""
+        documents = index_documents(entries, repo)
+        return cls(lambda path: documents[path])
+
+    @classmethod
+    def of_site(cls, root: Path) -> SearchIndex:
+        """The index of a built site in folder `root`."""
+
+        def read(path: str) -> Any:
+            try:
+                return json.loads((root / path).read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                raise ErrorkbError(f"{root / path}: missing; is {root} a site built by errorkb build?") from None
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ErrorkbError(f"{root / path}: unreadable search index ({error})") from None
+
+        return cls(read)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching.
+
+
+def template_matches(message: str, segments: list[str], starts: bool, ends: bool) -> bool:
+    """Whether a squashed message is the template with some values filled in: segments in
+    order, the first at the very start if the template starts with text, the last at the very
+    end if it ends with text, anything (or nothing) where the placeholders are."""
+    count = len(segments)
+    if starts and ends and count == 1:
+        return message == segments[0]
+    position, end, first, stop = 0, len(message), 0, count
+    if starts:
+        if not message.startswith(segments[0]):
+            return False
+        position, first = len(segments[0]), 1
+    if ends:
+        last = segments[-1]
+        if not message.endswith(last) or len(message) - len(last) < position:
+            return False
+        end, stop = len(message) - len(last), count - 1
+    for segment in segments[first:stop]:
+        found = message.find(segment, position, end)
+        if found < 0:
+            return False
+        position = found + len(segment)
+    return True
+
+
+def frame_score(frame: Frame, function: str, line: int, end_line: int, signature: str) -> float:
+    """How surely a traceback frame is a site in the same file: same function 0.2, the printed
+    source line is the site's statement 0.8, the line inside the site's lines 0.8 (same
+    release), plus 0.1 for the file."""
+    score = 0.1
+    if function == frame.function or (function == "" and frame.function == "<module>"):
+        score += 0.2
+    source = squash(frame.source)
+    if source and signature and _statement_matches(source, signature):
+        score += 0.8
+    if line <= frame.line <= end_line:
+        score += 0.8
+    return score
+
+
+def _statement_matches(source: str, signature: str) -> bool:
+    """A printed source line starts the site's statement: equal, the signature followed by
+    what ends a condition or an exception name, or (a statement over several lines) a long
+    enough prefix of it."""
+    if source == signature:
+        return True
+    if source.startswith(signature):
+        following = source[len(signature)]
+        if signature.startswith("assert"):
+            return following == ","
+        return not (following.isalnum() or following == "_")
+    return signature.startswith(source) and len(source) >= 10
+
+
+def lookup(text: str, index: SearchIndex, limit: int = 10) -> list[Candidate]:
+    """The errors a pasted message or traceback most likely is, best first (at most `limit`,
+    none when nothing scores above noise)."""
+    return lookup_paste(parse_paste(text), index, limit)
+
+
+def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Candidate]:
+    """`lookup` on a paste already read: evidence from templates, the frame and words, summed."""
+    manifest = index.manifest
+    words = query_tokens(paste)
+    forms = messages_of(paste)
+    evidence: dict[int, list[float]] = {}  # entry number: [template, frame, word]
+
+    for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in words), "none"]):
+        for number, _id, exception, _title, segments, starts, ends in index.piece(f"t/{name}.json")["templates"]:
+            value = template_score(forms, segments, bool(starts), bool(ends), manifest)
+            if value > 0:
+                # The same text raised as two exceptions: the one the paste names first.
+                if paste.exception and exception == paste.exception:
+                    value += manifest["named_exception"]
+                slot = evidence.setdefault(number, [0.0, 0.0, 0.0])
+                slot[0] = max(slot[0], value)
+
+    # Words: BM25, normalised by the weight of the query's known words so 1.0 is "all of them".
+    totals: dict[int, float] = {}
+    matched: dict[int, int] = {}
+    known_weight = 0.0
+    count = manifest["entries"]
+    for word in words:
+        flat = index.piece(f"t/{bucket(word, manifest['token_buckets'])}.json")["postings"].get(word)
+        if not flat:
+            continue
+        frequency = len(flat) // 2
+        idf = math.log(1 + (count - frequency + 0.5) / (frequency + 0.5))
+        known_weight += idf
+        number = 0
+        for position in range(0, len(flat), 2):
+            number += flat[position]
+            totals[number] = totals.get(number, 0.0) + idf * flat[position + 1] / 100
+            matched[number] = matched.get(number, 0) + 1
+    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+    for number, _total in ranked[: manifest["word_candidates"]]:
+        # One shared word is chance, not evidence.
+        if matched[number] >= 2:
+            evidence.setdefault(number, [0.0, 0.0, 0.0])
+
+    # The traceback's frame: sites in the same file, by function, statement and line.
+    frame = paste.frame
+    if frame is not None:
+        shard = index.piece(f"f/{bucket(path_key(frame.path), manifest['file_buckets'])}.json")
+        for site_path in sorted(shard):
+            if not path_matches(frame.path, site_path):
+                continue
+            for number, function, line, end_line, signature in shard[site_path]:
+                value = frame_score(frame, function, line, end_line, signature)
+                if value >= 0.9 or number in evidence:
+                    slot = evidence.setdefault(number, [0.0, 0.0, 0.0])
+                    slot[1] = max(slot[1], value)
+
+    results = []
+    for number, (template, frame_value, _) in evidence.items():
+        word = min(1.0, totals.get(number, 0.0) / known_weight) if known_weight else 0.0
+        score = round(template + frame_value + word, 6)
+        if score >= manifest["min_score"]:
+            results.append((score, number))
+    results.sort(key=lambda item: (-item[0], item[1]))
+    candidates = []
+    chunk = manifest["entry_chunk"]
+    for score, number in results[:limit]:
+        error_id, exception, kind, title, has_message = index.piece(f"e/{number // chunk}.json")[number % chunk]
+        candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, score))
+    return candidates
+
+
+def template_score(forms: list[str], segments: list[str], starts: bool, ends: bool, manifest: dict) -> float:
+    """How well a template explains the pasted message: the share of it that its literal text
+    pins down, plus 1 when that is enough to be sure; 0 when it does not match. A template found
+    only inside the paste (a log prefix before it, text after it) counts nine tenths."""
+    literal = sum(units(s) for s in segments)
+    best = 0.0
+    for form in forms:
+        if template_matches(form, segments, starts, ends):
+            weight = 1.0
+        elif (starts or ends) and template_matches(form, segments, False, False):
+            weight = 0.9
+        else:
+            continue
+        share = literal / max(units(form), 1)
+        confident = share >= manifest["confident_share"] or literal >= manifest["confident_literal"]
+        best = max(best, (1.0 if confident else 0.0) + weight * share)
+    return best
