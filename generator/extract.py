@@ -14,6 +14,7 @@ that into a recorded problem and goes on.
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import re
 import string
@@ -51,8 +52,8 @@ def extract_source(data: bytes, path: str) -> tuple[Site, ...]:
         raise UnparsableFile(f"syntax error at line {error.lineno}: {error.msg}") from None
     except (ValueError, RecursionError, MemoryError) as error:
         raise UnparsableFile(str(error) or type(error).__name__) from None
-    lines = _LINE_BREAK.split(text)
-    collector = SiteCollector(warn_names=_warn_names(tree) if "warn" in text else None)
+    lines = _LINE_BREAK.split(text) if "\r" in text else text.split("\n")
+    collector = SiteCollector(lines, _warn_names(text, tree) if "warn" in text else frozenset(), text)
     collector.visit_module(tree)
     reader = _Reader(lines)
     sites = [reader.site(found, path) for found in collector.found]
@@ -68,15 +69,27 @@ def decode_source(data: bytes) -> str:
         raise UnparsableFile(f"cannot decode: {error}") from None
 
 
-def _warn_names(tree: ast.Module) -> frozenset[str]:
-    """Names under which this module can call `warnings.warn` (`import warnings as w` too)."""
-    modules, functions = set(), set()
-    for node in ast.walk(tree):
+_WARNINGS_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+warnings[ \t]+import\b|import\b.*\bwarnings\b).*$", re.M)
+
+
+def _warn_names(text: str, tree: ast.Module) -> frozenset[str]:
+    """Names under which this module calls `warnings.warn`: `warnings.warn`, and the aliases
+    of `import warnings as w` or `from warnings import warn`. Only the import lines are read;
+    a multi-line import falls back to walking the whole tree."""
+    imports = []
+    for match in _WARNINGS_IMPORT.finditer(text):
+        try:
+            imports.extend(ast.parse(match.group().strip()).body)
+        except SyntaxError:
+            imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+            break
+    names = set()
+    for node in imports:
         if isinstance(node, ast.Import):
-            modules.update(a.asname or a.name for a in node.names if a.name == "warnings")
+            names.update(f"{a.asname or a.name}.warn" for a in node.names if a.name == "warnings")
         elif isinstance(node, ast.ImportFrom) and node.module == "warnings":
-            functions.update(a.asname or a.name for a in node.names if a.name == "warn")
-    return frozenset({f"{m}.warn" for m in modules} | functions)
+            names.update(a.asname or a.name for a in node.names if a.name == "warn")
+    return frozenset(names)
 
 
 # -- Collecting: the visitor only walks and records --------------------------------------------
@@ -116,17 +129,29 @@ class SiteCollector:
     statements after it; a function body starts with no guards, a class body inherits them.
     """
 
-    def __init__(self, warn_names: frozenset[str] | None) -> None:
+    def __init__(self, lines: list[str], warn_names: frozenset[str], text: str | None = None) -> None:
         self.found: list[Found] = []
+        self._lines = lines
         self._warn_names = warn_names
+        # A call can only be `warnings.warn` or an alias if one of these words is on its lines.
+        self._needles = tuple({name.rsplit(".", 1)[-1] for name in warn_names})
+        # Lines that can start a site: statements spanning none of them are not walked.
+        joined = text if text is not None and "\r" not in text else "\n".join(lines)
+        self._hot = _lines_with(joined, ("raise", "assert") + self._needles)
 
     def visit_module(self, tree: ast.Module) -> None:
         self._block(tree.body, _Scope("", None, False), (), ())
 
     def _block(self, body, scope: _Scope, guards: tuple, context: tuple) -> None:
         for statement in body:
-            self._statement(statement, scope, guards, context)
+            if self._may_hold_sites(statement):
+                self._statement(statement, scope, guards, context)
             guards = guards + _exit_guards(statement)
+
+    def _may_hold_sites(self, node: ast.stmt) -> bool:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+        index = bisect.bisect_left(self._hot, first)
+        return index < len(self._hot) and self._hot[index] <= node.end_lineno
 
     def _statement(self, node, scope: _Scope, guards: tuple, context: tuple) -> None:
         if isinstance(node, ast.Raise):
@@ -186,9 +211,30 @@ class SiteCollector:
         """Record `warnings.warn(...)` calls anywhere inside an expression or simple statement."""
         if not self._warn_names:
             return
+        lines = self._lines[node.lineno - 1 : node.end_lineno]
+        if not any(needle in line for line in lines for needle in self._needles):
+            return
         for inner in ast.walk(node):
             if isinstance(inner, ast.Call) and _dotted(inner.func) in self._warn_names:
                 self.found.append(Found("warning", inner, scope.qualname, scope.node, guards, context))
+
+
+def _lines_with(text: str, words: tuple[str, ...]) -> list[int]:
+    """The 1-based numbers of the lines of `text` (split on `\\n`) holding any of `words`.
+    `str.find` is used because it scans far faster than a regex alternation."""
+    offsets = []
+    for word in words:
+        position = text.find(word)
+        while position >= 0:
+            offsets.append(position)
+            position = text.find(word, position + len(word))
+    numbers, line, previous = [], 1, 0
+    for offset in sorted(offsets):
+        line += text.count("\n", previous, offset)
+        previous = offset
+        if not numbers or numbers[-1] != line:
+            numbers.append(line)
+    return numbers
 
 
 def _header_expressions(node) -> list[ast.AST]:
@@ -337,6 +383,9 @@ class _Reader:
         raise AssertionError(f"no context for {type(node).__name__}")
 
     def template(self, node: ast.expr) -> Template:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            # A plain literal needs no concrete syntax tree: its value is the whole message.
+            return Template((node.value,) if node.value else ())
         return template_of(self.source(node))
 
 

@@ -7,13 +7,14 @@ import hashlib
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from importlib.metadata import version as package_version
 
 from generator import extract
 from generator.cache import SiteCache
-from generator.model import Extraction, Problem, Site
+from generator.model import Extraction, Problem, Site, SourceFile
 from generator.progress import Progress
 from generator.upstream import Source
 
@@ -34,8 +35,14 @@ def extract_blob(path: str, data: bytes) -> tuple[Site, ...] | str:
         return str(error)
 
 
-def _extract_batch(batch: list[tuple[str, bytes]]) -> list[tuple[Site, ...] | str]:
-    return [extract_blob(path, data) for path, data in batch]
+def _extract_batch(cache: SiteCache, batch: list[tuple[SourceFile, bytes]]) -> list[tuple[Site, ...] | str]:
+    """Extract and cache a batch in a worker, so the parent only gathers results."""
+    results = []
+    for file, data in batch:
+        result = extract_blob(file.path, data)
+        cache.store(file.blob_sha, result)
+        results.append(result)
+    return results
 
 
 def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -> Extraction:
@@ -53,8 +60,7 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
             results[file.path] = cached
     done, sites_found = len(results), sum(len(r) for r in results.values() if not isinstance(r, str))
     progress.update(done, f"files, {sites_found} sites")
-    for file, result in zip(missing, _run(source, missing, jobs)):
-        cache.store(file.blob_sha, result)
+    for file, result in zip(missing, _run(source, cache, missing, jobs)):
         results[file.path] = result
         done += 1
         sites_found += 0 if isinstance(result, str) else len(result)
@@ -71,15 +77,14 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
     return Extraction(source.upstream, files, tuple(sites), tuple(problems))
 
 
-def _run(source: Source, files, jobs: int | None):
+def _run(source: Source, cache: SiteCache, files: list[SourceFile], jobs: int | None):
     """Results in the order of `files`, parsed in worker processes when there is enough work."""
     jobs = jobs or os.cpu_count() or 1
-    if jobs == 1 or len(files) < 8:
-        for file in files:
-            yield extract_blob(file.path, source.read(file))
+    batches = [[(f, source.read(f)) for f in files[i : i + 8]] for i in range(0, len(files), 8)]
+    if jobs == 1 or len(batches) < 2:
+        for batch in batches:
+            yield from _extract_batch(cache, batch)
         return
-    batches = [files[i : i + 8] for i in range(0, len(files), 8)]
-    payloads = ([(f.path, source.read(f)) for f in batch] for batch in batches)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for batch_result in pool.map(_extract_batch, payloads):
+        for batch_result in pool.map(partial(_extract_batch, cache), batches):
             yield from batch_result
