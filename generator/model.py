@@ -319,7 +319,8 @@ class Related:
 class Change:
     """One change to one error between two upstream revisions, for the recent-changes page.
 
-    `change` is `added`, `retired`, `moved` (reworded to `detail`'s id) or `changed`.
+    `change` is `added`, `retired`, `reworded` (the new id is `detail`) or `moved` (to
+    another file or function; `detail` is the old location).
     """
 
     id: str

@@ -1,0 +1,319 @@
+"""History that loses nothing: the ledger of every id ever published, rewordings paired into
+aliases, retirements, and the changes between two revisions.
+
+The ledger lives in the repository (`content/ledger/<first hex digit>.jsonl`, one record per
+line, sorted by id) so that a deleted `site/` or a fresh machine still knows every page it
+ever published. `build` updates it after the new site is in place; the maintainer commits it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, asdict, dataclass, fields, replace
+from pathlib import Path
+
+from generator.errors import ContentError
+from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream
+
+LEDGER_FOLDER = "ledger"
+CHANGES_NAME = "changes.jsonl"
+
+# Measured between SGLang 0.5.18 and 0.5.19 (311 ids disappeared, 2,468 appeared): among
+# disappeared messages whose best candidate sits in the same qualified function, pairs at a
+# similarity of 0.6 and above were rewordings on reading every one (`dense KV rows must match
+# ...` -> `KV rows must match ...` scores 0.93, the Rust MM pipeline message 0.97), while below
+# 0.6 about half were different checks that replaced the old one. Candidates that only share
+# the function's bare name (another class or module) are unrelated far more often between 0.45
+# and 0.75 (`zmq_context is required ...` -> `A ProcessGroup is required ...` scores 0.46), so
+# they need 0.8.
+SAME_FUNCTION_SIMILARITY = 0.6
+SAME_NAME_SIMILARITY = 0.8
+
+_RECORD_FIELDS = tuple(f.name for f in fields(LedgerRecord))
+_DEFAULTS = {f.name: f.default for f in fields(LedgerRecord) if f.default is not MISSING}
+
+
+# -- Storage ------------------------------------------------------------------------------------
+
+
+def load_ledger(content: Path) -> dict[str, LedgerRecord]:
+    """Every record of `content/ledger/`, by id; `ContentError` listing every bad line."""
+    folder = content / LEDGER_FOLDER
+    records: dict[str, LedgerRecord] = {}
+    problems = []
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                unknown = set(data) - set(_RECORD_FIELDS)
+                if unknown:
+                    raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+                record = LedgerRecord(**{**data, "aliases": tuple(data.get("aliases", ()))})
+            except (ValueError, TypeError, AttributeError) as error:
+                problems.append(f"{path}:{number}: ledger record: {error}")
+                continue
+            records[record.id] = record
+    if problems:
+        raise ContentError("\n".join(problems))
+    return records
+
+
+def ledger_files(records: Mapping[str, LedgerRecord]) -> dict[str, bytes]:
+    """The ledger as files under `ledger/`: one per first hex digit of the id, so that no file
+    grows large, each record one sorted-key JSON line without default values."""
+    shards: dict[str, list[str]] = {}
+    for error_id in sorted(records):
+        data = {k: v for k, v in asdict(records[error_id]).items() if _DEFAULTS.get(k, object()) != v}
+        if "aliases" in data:
+            data["aliases"] = list(data["aliases"])
+        shards.setdefault(error_id[0], []).append(json.dumps(data, sort_keys=True, ensure_ascii=False))
+    return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(lines) + "\n").encode() for digit, lines in shards.items()}
+
+
+def write_history(content: Path, records: Mapping[str, LedgerRecord], changes: Iterable[Change]) -> None:
+    """Write the ledger and the change list into `content/`, each file atomically, touching
+    only files whose bytes change."""
+    files = ledger_files(records)
+    folder = content / LEDGER_FOLDER
+    for stale in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
+        if f"{LEDGER_FOLDER}/{stale.name}" not in files:
+            stale.unlink()
+    lines = [json.dumps(asdict(change), sort_keys=True, ensure_ascii=False) for change in changes]
+    files[CHANGES_NAME] = ("\n".join(lines) + "\n").encode() if lines else b""
+    for relative, data in files.items():
+        target = content / relative
+        if target.exists() and target.read_bytes() == data:
+            continue
+        if not data and not target.exists():
+            continue
+        write_atomic(target, data)
+
+
+def load_changes(content: Path) -> tuple[Change, ...]:
+    """The change list, newest first, as the builds so far recorded it."""
+    path = content / CHANGES_NAME
+    if not path.exists():
+        return ()
+    changes = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                changes.append(Change(**json.loads(line)))
+            except (ValueError, TypeError) as error:
+                raise ContentError(f"{path}:{number}: change record: {error}") from None
+    return tuple(changes)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+# -- Updating the ledger ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerUpdate:
+    """The ledger after one build, and what changed at this revision (empty for the first)."""
+
+    records: dict[str, LedgerRecord]
+    changes: tuple[Change, ...]
+
+
+def update_ledger(previous: Mapping[str, LedgerRecord], entries: tuple[ErrorEntry, ...], upstream: Upstream) -> LedgerUpdate:
+    """Fold one revision's errors into the ledger: new ids are added, ids seen again stay
+    active, vanished ids are paired with new ones as rewordings (aliases) or retired."""
+    revision = upstream.revision
+    current = {entry.id: entry for entry in entries}
+    records: dict[str, LedgerRecord] = {}
+    changes: list[Change] = []
+    first_build = not previous
+
+    def change(error_id: str, kind: str, message: str | None, detail: str = "") -> None:
+        if not first_build:
+            changes.append(Change(error_id, revision, upstream.date, kind, message, detail))
+
+    for entry in entries:
+        old = previous.get(entry.id)
+        record = _record_of(entry, revision, old)
+        records[entry.id] = record
+        if old is None or old.status != "active":
+            change(entry.id, "added", entry.title)
+        elif (old.path, old.function) != (record.path, record.function):
+            change(entry.id, "moved", entry.title, f"{old.path}:{old.line} ({old.function or 'module'})")
+    vanished = [r for r in previous.values() if r.status == "active" and r.id not in current]
+    appeared = [e for e in entries if e.id not in previous or previous[e.id].status != "active"]
+    pairs = pair_rewordings(vanished, appeared)
+    for old in vanished:
+        new_id = pairs.get(old.id)
+        if new_id is not None:
+            records[old.id] = replace(old, status="moved", moved_to=new_id, retired_in=revision)
+            target = records[new_id]
+            aliases = tuple(sorted({*target.aliases, old.id, *old.aliases}))
+            records[new_id] = replace(target, aliases=aliases)
+            change(old.id, "reworded", old.message, new_id)
+        else:
+            records[old.id] = replace(old, status="retired", retired_in=revision)
+            change(old.id, "retired", old.message)
+    for record in previous.values():
+        if record.id not in records:
+            records[record.id] = record
+    for record in list(records.values()):
+        if record.status == "active" and record.aliases:
+            kept = tuple(a for a in record.aliases if records.get(a) is None or records[a].status != "active")
+            records[record.id] = replace(record, aliases=kept)
+    return LedgerUpdate(records, tuple(sorted(changes, key=lambda c: (c.change, c.id))))
+
+
+def _record_of(entry: ErrorEntry, revision: str, old: LedgerRecord | None) -> LedgerRecord:
+    site = entry.sites[0]
+    return LedgerRecord(
+        id=entry.id,
+        status="active",
+        first_seen=old.first_seen if old else revision,
+        last_seen=revision,
+        kind=entry.kind,
+        exception=entry.exception,
+        message=entry.message,
+        path=site.path,
+        line=site.line,
+        function=site.function,
+        aliases=old.aliases if old else (),
+    )
+
+
+def pair_rewordings(vanished: list[LedgerRecord], appeared: list[ErrorEntry]) -> dict[str, str]:
+    """Old id -> new id for vanished messages that were reworded: the same exception, the same
+    function (or one with the same bare name), similar text. Each new id takes at most one old
+    id, best pairs first."""
+    by_exception: dict[str | None, list[ErrorEntry]] = {}
+    for entry in appeared:
+        if entry.message is not None:
+            by_exception.setdefault(entry.exception, []).append(entry)
+    candidates = []
+    for old in vanished:
+        if old.message is None:
+            continue
+        for new in by_exception.get(old.exception, ()):
+            functions = {site.function for site in new.sites}
+            if old.function in functions:
+                threshold = SAME_FUNCTION_SIMILARITY
+            elif _bare(old.function) in {_bare(f) for f in functions}:
+                threshold = SAME_NAME_SIMILARITY
+            else:
+                continue
+            score = similarity(old.message, new.message)
+            if score >= threshold:
+                candidates.append((-score, old.id, new.id))
+    pairs: dict[str, str] = {}
+    taken: set[str] = set()
+    for _, old_id, new_id in sorted(candidates):
+        if old_id not in pairs and new_id not in taken:
+            pairs[old_id] = new_id
+            taken.add(new_id)
+    return pairs
+
+
+def similarity(old: str, new: str) -> float:
+    """How alike two message templates read, from 0 to 1 (difflib's ratio on the text)."""
+    return difflib.SequenceMatcher(None, old, new, autojunk=False).ratio()
+
+
+def _bare(function: str) -> str:
+    return function.rsplit(".", 1)[-1]
+
+
+def resolve(records: Mapping[str, LedgerRecord], error_id: str) -> str:
+    """Where an id's page lives now: follow `moved_to` to the end (cycles stop)."""
+    seen = {error_id}
+    record = records.get(error_id)
+    while record is not None and record.status == "moved" and record.moved_to and record.moved_to not in seen:
+        error_id = record.moved_to
+        seen.add(error_id)
+        record = records.get(error_id)
+    return error_id
+
+
+def carry_curated(curated: Mapping[str, Curated], records: Mapping[str, LedgerRecord]) -> dict[str, Curated]:
+    """Curated content of reworded ids, carried to their new id and marked for review; a new
+    id that has its own file keeps it. Nothing is dropped: the old file stays where it is."""
+    carried = dict(curated)
+    for error_id in sorted(curated):
+        record = records.get(error_id)
+        if record is None or record.status != "moved":
+            continue
+        target = resolve(records, error_id)
+        if target not in carried:
+            carried[target] = replace(curated[error_id], id=target, review=True)
+    return carried
+
+
+# -- Comparing two revisions --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """What changed between two revisions' errors."""
+
+    added: tuple[ErrorEntry, ...]
+    retired: tuple[ErrorEntry, ...]
+    reworded: tuple[tuple[ErrorEntry, ErrorEntry], ...]
+    moved: tuple[tuple[ErrorEntry, ErrorEntry], ...]
+    changed: tuple[tuple[ErrorEntry, ErrorEntry], ...]
+
+
+def compare(before: tuple[ErrorEntry, ...], after: tuple[ErrorEntry, ...], revision: str = "") -> Difference:
+    """Errors added, retired, reworded (old -> new), moved (same id, another file or function)
+    and changed (same id and place, but its guards, context or interpolations changed)."""
+    old = {e.id: e for e in before}
+    new = {e.id: e for e in after}
+    vanished = [_as_record(e, revision) for e in before if e.id not in new]
+    appeared = [e for e in after if e.id not in old]
+    pairs = pair_rewordings(vanished, appeared)
+    reworded = tuple((old[a], new[b]) for a, b in sorted(pairs.items()))
+    paired_new = set(pairs.values())
+    moved, changed = [], []
+    for error_id in sorted(set(old) & set(new)):
+        a, b = old[error_id], new[error_id]
+        if _places(a) != _places(b):
+            moved.append((a, b))
+        elif _code(a) != _code(b):
+            changed.append((a, b))
+    return Difference(
+        added=tuple(e for e in appeared if e.id not in paired_new),
+        retired=tuple(old[r.id] for r in vanished if r.id not in pairs),
+        reworded=reworded,
+        moved=tuple(moved),
+        changed=tuple(changed),
+    )
+
+
+def _as_record(entry: ErrorEntry, revision: str) -> LedgerRecord:
+    return _record_of(entry, revision, None)
+
+
+def _places(entry: ErrorEntry) -> frozenset[tuple[str, str]]:
+    return frozenset((site.path, site.function) for site in entry.sites)
+
+
+def _code(entry: ErrorEntry) -> frozenset[tuple]:
+    return frozenset(_site_code(site) for site in entry.sites)
+
+
+def _site_code(site: Site) -> tuple:
+    template = site.template.text if site.template else None
+    return (site.path, site.function, site.conditions, site.context, site.assert_condition, template)
