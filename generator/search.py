@@ -51,8 +51,9 @@ CONFIDENT_LITERAL = 20
 # Bonus for a template raised as the exception the paste names.
 NAMED_EXCEPTION = 0.3
 
-# The same whitespace class as search.js, so both strip the same characters.
-_SPACE = re.compile("[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
+# The same whitespace as search.js, so both strip the same characters.
+_SPACE_CHARS = " \t\n\r\f\v\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+_SPACE = re.compile(f"[{_SPACE_CHARS}]+")
 _TOKEN = re.compile(r"[a-z0-9]+")
 _EXCEPTION = r"([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))"
 _EXCEPTION_LINE = re.compile(r"^[ \t]*" + _EXCEPTION + r"(?::[ \t]?(.*))?$")
@@ -60,6 +61,7 @@ _EXCEPTION_LINE = re.compile(r"^[ \t]*" + _EXCEPTION + r"(?::[ \t]?(.*))?$")
 _EXCEPTION_INSIDE = re.compile(r"(?:^|[ \t\]])" + _EXCEPTION + r":[ \t](.*)$")
 _FRAME_LINE = re.compile(r'^[ \t]*File "([^"]+)", line (\d+)(?:, in (.+?))?[ \t]*$')
 _WARNING_LINE = re.compile(r"^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$")
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
 _CARETS = re.compile(r"^[ \t]*[\^~]+[ \t]*$")
 
 
@@ -110,6 +112,11 @@ class Paste:
 def squash(text: str) -> str:
     """Text with all whitespace removed: what template literals are compared on."""
     return _SPACE.sub("", text)
+
+
+def trim(text: str) -> str:
+    """Text without leading and trailing whitespace."""
+    return text.strip(_SPACE_CHARS)
 
 
 def tokens(text: str) -> list[str]:
@@ -167,8 +174,8 @@ def parse_paste(text: str) -> Paste:
             end = index
             if index + 1 < len(lines) and not _FRAME_LINE.match(lines[index + 1]):
                 candidate = lines[index + 1]
-                if candidate.startswith((" ", "\t")) and candidate.strip() and not _CARETS.match(candidate):
-                    source = candidate.strip()
+                if candidate.startswith((" ", "\t")) and trim(candidate) and not _CARETS.match(candidate):
+                    source = trim(candidate)
                     end = index + 1
             while end + 1 < len(lines) and _CARETS.match(lines[end + 1]):
                 end += 1
@@ -180,21 +187,21 @@ def parse_paste(text: str) -> Paste:
     frame = next((f for _, f in reversed(frames) if _in_package(f.path)), None)
     rest = lines[last_frame_end + 1 :] if frames else lines
     for number, line in enumerate(rest):
-        warning = _WARNING_LINE.match(line.strip())
+        warning = _WARNING_LINE.match(trim(line))
         if warning:
-            source = rest[number + 1].strip() if number + 1 < len(rest) else ""
+            source = trim(rest[number + 1]) if number + 1 < len(rest) else ""
             warning_frame = Frame(warning.group(1), int(warning.group(2)), "", source)
-            return Paste(warning.group(4).strip(), warning.group(3), frame or warning_frame)
+            return Paste(trim(warning.group(4)), warning.group(3), frame or warning_frame)
     for number, line in enumerate(rest):
         found = _EXCEPTION_LINE.match(line)
         if found:
-            message = "\n".join([found.group(2) or "", *rest[number + 1 :]]).strip()
+            message = trim("\n".join([found.group(2) or "", *rest[number + 1 :]]))
             return Paste(message, found.group(1).rsplit(".", 1)[-1], frame)
-    whole = "\n".join(rest).strip()
+    whole = trim("\n".join(rest))
     for number, line in enumerate(rest):
         found = _EXCEPTION_INSIDE.search(line)
         if found:
-            message = "\n".join([found.group(2), *rest[number + 1 :]]).strip()
+            message = trim("\n".join([found.group(2), *rest[number + 1 :]]))
             return Paste(message, found.group(1).rsplit(".", 1)[-1], frame, whole)
     return Paste(whole, None, frame)
 
@@ -504,7 +511,7 @@ def _statement_matches(source: str, signature: str) -> bool:
         following = source[len(signature)]
         if signature.startswith("assert"):
             return following == ","
-        return not (following.isalnum() or following == "_")
+        return not _WORD_CHAR.match(following)
     return signature.startswith(source) and len(source) >= 10
 
 

@@ -1,0 +1,135 @@
+"""templates/static/search.js ranks as generator/search.py does: run under Node on the same
+index files and the same pastes, it returns the same errors in the same order."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from generator.extract import extract_source
+from generator.model import group_sites
+from generator.search import SearchIndex, bucket, lookup, parse_paste, search_files, squash, tokens
+
+SEARCH_JS = Path(__file__).parent.parent / "templates" / "static" / "search.js"
+PASTED = Path(__file__).parent / "data" / "pasted.json"
+REPO = "sgl-project/sglang"
+NODE = shutil.which("node")
+
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
+
+DRIVER = """
+const fs = require("fs");
+const path = require("path");
+const api = require(process.argv[2]);
+const root = process.argv[3];
+const request = JSON.parse(fs.readFileSync(0, "utf8"));
+const index = api.openIndex((name) => Promise.resolve(JSON.parse(fs.readFileSync(path.join(root, "search", name), "utf8"))));
+(async () => {
+  const out = { lookups: [], pastes: [], buckets: [], squashed: [], tokens: [] };
+  for (const text of request.pastes) {
+    let early = null;
+    out.lookups.push({ results: await api.lookup(text, index, 10, (ready) => { early = ready; }), early });
+    out.pastes.push(api.parsePaste(text));
+  }
+  for (const key of request.keys) {
+    out.buckets.push(api.bucket(key, 1024));
+    out.squashed.push(api.squash(key));
+    out.tokens.push(api.tokens(key));
+  }
+  process.stdout.write(JSON.stringify(out));
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+
+
+def write_site(root: Path, entries) -> Path:
+    for path, data in search_files(entries, REPO).items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    return root
+
+
+def run_node(tmp_path: Path, site: Path, pastes: list[str], keys: list[str]) -> dict:
+    driver = tmp_path / "driver.cjs"
+    driver.write_text(DRIVER)
+    done = subprocess.run(
+        [NODE, str(driver), str(SEARCH_JS), str(site)],
+        input=json.dumps({"pastes": pastes, "keys": keys}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def assert_same_ranking(python_results, js_results, paste: str) -> None:
+    assert [r["id"] for r in js_results] == [c.id for c in python_results], paste[:80]
+    for mine, theirs in zip(python_results, js_results):
+        assert theirs["score"] == pytest.approx(mine.score, abs=2e-6)
+        assert (theirs["title"], theirs["message"], theirs["exception"], theirs["kind"]) == (
+            mine.title,
+            mine.message,
+            mine.exception,
+            mine.kind,
+        )
+
+
+KEYS = ["hisparse", "kv", "é-ü", "sglang/srt/x.py", "  a\u00a0b\u2003c\n", "Fp8_E5M2 got 128 x2"]
+
+SOURCE = """
+def check(kv_cache_dtype, found):
+    if kv_cache_dtype not in CHOICES:
+        raise ValueError(f"HiSparse requires one of {CHOICES} KV cache dtypes, but got --kv-cache-dtype={kv_cache_dtype}.")
+    assert found is not None
+    raise KeyError(f"missing layer {found}")
+"""
+
+PASTES = [
+    "ValueError: HiSparse requires one of ('bfloat16',) KV cache dtypes, but got --kv-cache-dtype=fp8.",
+    "KeyError: 'missing layer 3'",
+    'Traceback (most recent call last):\n  File "/v/sglang/srt/x.py", line 5, in check\n    assert found is not None\n           ^^^^^\nAssertionError',
+    "/v/sglang/srt/x.py:9: UserWarning: something odd\n  warnings.warn(x)",
+    "[log] worker: RuntimeError: HiSparse requires one of x KV cache dtypes, but got --kv-cache-dtype=y. tail",
+    "nothing to see here",
+    "",
+]
+
+
+def test_small_index_agrees(tmp_path: Path) -> None:
+    entries = group_sites(tuple(extract_source(textwrap.dedent(SOURCE).encode(), "python/sglang/srt/x.py")), REPO)
+    site = write_site(tmp_path / "site", entries)
+    out = run_node(tmp_path, site, PASTES, KEYS)
+    index = SearchIndex.of_site(site)
+    for paste, js in zip(PASTES, out["lookups"]):
+        assert_same_ranking(lookup(paste, index), js["results"], paste)
+    for paste, js in zip(PASTES, out["pastes"]):
+        mine = asdict(parse_paste(paste))
+        assert js == mine
+    assert out["buckets"] == [bucket(key, 1024) for key in KEYS]
+    assert out["squashed"] == [squash(key) for key in KEYS]
+    assert out["tokens"] == [tokens(key) for key in KEYS]
+
+
+def test_early_results_are_the_first_final_results(tmp_path: Path) -> None:
+    entries = group_sites(tuple(extract_source(textwrap.dedent(SOURCE).encode(), "python/sglang/srt/x.py")), REPO)
+    site = write_site(tmp_path / "site", entries)
+    (js,) = run_node(tmp_path, site, PASTES[:1], [])["lookups"]
+    assert js["early"] and [r["id"] for r in js["early"]] == [r["id"] for r in js["results"][: len(js["early"])]]
+
+
+@pytest.mark.real
+def test_pasted_set_agrees_with_python(sglang, tmp_path: Path) -> None:
+    entries = group_sites(sglang.sites, sglang.upstream.repo)
+    site = write_site(tmp_path / "site", entries)
+    pastes = [case["paste"] for case in json.loads(PASTED.read_text(encoding="utf-8"))]
+    out = run_node(tmp_path, site, pastes, [])
+    index = SearchIndex.of_site(site)
+    for paste, js in zip(pastes, out["lookups"]):
+        assert_same_ranking(lookup(paste, index), js["results"], paste)
