@@ -41,6 +41,9 @@ ENTRY_CHUNK = 16
 # keeps every token shard small.
 STOP_SHARE = 0.03
 K1, B = 1.2, 0.75
+# A pasted log can be long; the error is at its end, and its message has fewer words than this.
+MAX_PASTE = 20_000
+MAX_WORDS = 80
 WORD_CANDIDATES = 50
 # Results scoring below this are noise (a shared common word or two), not an answer.
 MIN_SCORE = 0.4
@@ -164,7 +167,7 @@ def parse_paste(text: str) -> Paste:
     taken as the message itself, with a leading `SomeError: ` split off.
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    frames: list[tuple[int, Frame]] = []
+    frames: list[Frame] = []
     index = 0
     last_frame_end = -1
     while index < len(lines):
@@ -179,12 +182,12 @@ def parse_paste(text: str) -> Paste:
                     end = index + 1
             while end + 1 < len(lines) and _CARETS.match(lines[end + 1]):
                 end += 1
-            frames.append((index, Frame(found.group(1), int(found.group(2)), found.group(3) or "", source)))
+            frames.append(Frame(found.group(1), int(found.group(2)), found.group(3) or "", source))
             last_frame_end = end
             index = end + 1
             continue
         index += 1
-    frame = next((f for _, f in reversed(frames) if _in_package(f.path)), None)
+    frame = next((f for f in reversed(frames) if _in_package(f.path)), None)
     rest = lines[last_frame_end + 1 :] if frames else lines
     for number, line in enumerate(rest):
         warning = _WARNING_LINE.match(trim(line))
@@ -230,7 +233,7 @@ def query_tokens(paste: Paste) -> list[str]:
         text += " " + paste.exception
     if paste.frame is not None:
         text += " " + paste.frame.function + " " + paste.frame.source
-    return list(dict.fromkeys(tokens(text)))
+    return list(dict.fromkeys(tokens(text)))[:MAX_WORDS]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -518,7 +521,7 @@ def _statement_matches(source: str, signature: str) -> bool:
 def lookup(text: str, index: SearchIndex, limit: int = 10) -> list[Candidate]:
     """The errors a pasted message or traceback most likely is, best first (at most `limit`,
     none when nothing scores above noise)."""
-    return lookup_paste(parse_paste(text), index, limit)
+    return lookup_paste(parse_paste(text[-MAX_PASTE:]), index, limit)
 
 
 def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Candidate]:

@@ -203,6 +203,14 @@ def test_traceback_frame_from_another_release_still_needs_the_function(small: Se
     assert best.id == other_assert.id
 
 
+def test_a_long_log_is_read_from_its_end(small: SearchIndex) -> None:
+    noise = "".join(f"[2026-01-01 00:00:{n % 60:02d}] step {n}: throughput {n * 7} tok/s word{n}\n" for n in range(20_000))
+    started = time.perf_counter()
+    results = lookup(noise + "ValueError: Unsupported fp8_e5m2\n", small)
+    assert time.perf_counter() - started < 1.0
+    assert results[0].message == "Unsupported {kv_cache_dtype}"
+
+
 NOTHING = [
     pytest.param("", id="empty"),
     pytest.param("completely unrelated words about cooking pasta", id="unrelated"),

@@ -98,6 +98,7 @@ PASTES = [
     "/v/sglang/srt/x.py:9: UserWarning: something odd\n  warnings.warn(x)",
     "[log] worker: RuntimeError: HiSparse requires one of x KV cache dtypes, but got --kv-cache-dtype=y. tail",
     "nothing to see here",
+    "".join(f"line {n} word{n} x\n" for n in range(3000)) + "KeyError: 'missing layer 7'",
     "",
 ]
 

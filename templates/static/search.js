@@ -21,6 +21,9 @@
   var WARNING_LINE = /^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$/;
   var WORD_CHAR = /[A-Za-z0-9_]/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
+  // A pasted log can be long; the error is at its end, and its message has fewer words than this.
+  var MAX_PASTE = 20000;
+  var MAX_WORDS = 80;
   var encoder = typeof TextEncoder === "function" ? new TextEncoder() : null;
 
   // Text primitives, as in search.py.
@@ -160,7 +163,7 @@
     var text = paste.message;
     if (paste.exception) text += " " + paste.exception;
     if (paste.frame) text += " " + paste.frame.function + " " + paste.frame.source;
-    return unique(tokens(text));
+    return unique(tokens(text)).slice(0, MAX_WORDS);
   }
 
   // Matching.
@@ -237,7 +240,7 @@
    */
   async function lookup(text, index, limit, early) {
     limit = limit || 10;
-    var paste = parsePaste(text);
+    var paste = parsePaste(text.slice(-MAX_PASTE));
     var manifest = await index.piece("manifest.json");
     var words = queryTokens(paste);
     var forms = messagesOf(paste);
