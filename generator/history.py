@@ -161,7 +161,7 @@ def update_ledger(previous: Mapping[str, LedgerRecord], entries: tuple[ErrorEntr
     for old in vanished:
         new_id = pairs.get(old.id)
         if new_id is not None:
-            records[old.id] = replace(old, status="moved", moved_to=new_id, retired_in=revision)
+            records[old.id] = replace(old, status="moved", moved_to=new_id, retired_in=revision, aliases=())
             target = records[new_id]
             aliases = tuple(sorted({*target.aliases, old.id, *old.aliases}))
             records[new_id] = replace(target, aliases=aliases)

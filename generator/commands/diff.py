@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from generator.commands.common import cache_dir_of, config_of
 from generator.history import Difference, compare
@@ -23,7 +24,7 @@ def add_parser(subcommands) -> None:
     parser.add_argument("before", metavar="FROM", help="source spec, e.g. pypi:sglang==0.5.18 or git:/repo@v0.5.18")
     parser.add_argument("after", metavar="TO", help="source spec, e.g. pypi:sglang==0.5.19 or git:/repo@main")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
-    parser.add_argument("--cache-dir", metavar="DIR", help="cache folder")
+    parser.add_argument("--cache-dir", metavar="DIR", type=Path, help="cache folder")
     parser.set_defaults(run=run)
 
 

@@ -1,0 +1,238 @@
+"""The ledger across real commits: moves keep ids, rewordings become aliases, removals retire,
+curated text follows its error, and `errorkb diff` says all of it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from generator.cli import main
+from generator.config import Config
+from generator.errors import ContentError
+from generator.history import (
+    carry_curated,
+    compare,
+    load_changes,
+    load_ledger,
+    resolve,
+    update_ledger,
+    write_history,
+)
+from generator.model import Curated, group_sites
+from generator.pipeline import extract_upstream
+from generator.upstream import open_source
+from tests.conftest import make_repo
+
+V1 = {
+    "python/sglang/srt/server_args.py": """\
+        class ServerArgs:
+            def _handle_kv4_compatibility(self):
+                if not is_cuda():
+                    raise RuntimeError("KV4 is not tested on non-CUDA platforms.")
+
+            def check_tp(self):
+                if self.tp_size < 1:
+                    raise ValueError(f"dense KV rows must match loc_2d size: {self.tp_size}")
+
+            def check_pp(self):
+                raise NotImplementedError("pipeline parallel is not supported with LoRA")
+        """,
+}
+V2 = {
+    # The KV4 check moves to another file and function; the tp message is reworded;
+    # the pp check is deleted.
+    "python/sglang/srt/server_args.py": """\
+        class ServerArgs:
+            def check_tp(self):
+                if self.tp_size < 1:
+                    raise ValueError(f"KV rows must match loc_2d size: {self.tp_size}")
+        """,
+    "python/sglang/srt/arg_groups/kv_cache_hook.py": """\
+        def handle_kv4_compatibility(cfg):
+            if get_platform().is_cuda:
+                return
+            raise RuntimeError("KV4 is not tested on non-CUDA platforms.")
+        """,
+}
+
+
+def entries_at(repo, revision, cache):
+    extraction = extract_upstream(open_source(f"git:{repo}@{revision}", Config(), cache), cache, jobs=1)
+    return extraction.upstream, group_sites(extraction.sites, extraction.upstream.repo)
+
+
+@pytest.fixture
+def history(tmp_path):
+    shas = make_repo(tmp_path / "up", [V1, V2])
+    cache = tmp_path / "cache"
+    up1, first = entries_at(tmp_path / "up", shas[0], cache)
+    up2, second = entries_at(tmp_path / "up", shas[1], cache)
+    one = update_ledger({}, first, up1)
+    two = update_ledger(one.records, second, up2)
+    return shas, first, second, one, two
+
+
+def by_message(entries, text):
+    [entry] = [e for e in entries if e.message and text in e.message]
+    return entry
+
+
+def test_first_build_records_every_id_without_calling_them_changes(history):
+    shas, first, _, one, _ = history
+    assert set(one.records) == {e.id for e in first}
+    assert one.changes == ()
+    assert {(r.status, r.first_seen, r.last_seen) for r in one.records.values()} == {("active", shas[0], shas[0])}
+
+
+def test_a_move_keeps_the_id_and_records_the_new_place(history):
+    shas, first, second, _, two = history
+    old, new = by_message(first, "KV4"), by_message(second, "KV4")
+    assert old.id == new.id
+    record = two.records[new.id]
+    assert (record.status, record.path, record.function, record.first_seen) == (
+        "active",
+        "python/sglang/srt/arg_groups/kv_cache_hook.py",
+        "handle_kv4_compatibility",
+        shas[0],
+    )
+    [moved] = [c for c in two.changes if c.change == "moved"]
+    assert (moved.id, moved.detail) == (new.id, "python/sglang/srt/server_args.py:4 (ServerArgs._handle_kv4_compatibility)")
+
+
+def test_a_rewording_becomes_an_alias_of_the_new_id(history):
+    shas, first, second, _, two = history
+    old, new = by_message(first, "dense KV rows"), by_message(second, "KV rows must match")
+    assert old.id != new.id
+    assert (two.records[old.id].status, two.records[old.id].moved_to, two.records[old.id].retired_in) == (
+        "moved",
+        new.id,
+        shas[1],
+    )
+    assert two.records[new.id].aliases == (old.id,)
+    assert resolve(two.records, old.id) == new.id
+    assert [(c.change, c.id, c.detail) for c in two.changes if c.change == "reworded"] == [("reworded", old.id, new.id)]
+
+
+def test_a_removed_error_is_retired_with_its_last_revision_and_place(history):
+    shas, first, _, _, two = history
+    gone = by_message(first, "pipeline parallel")
+    record = two.records[gone.id]
+    assert (record.status, record.last_seen, record.retired_in, record.path, record.line) == (
+        "retired",
+        shas[0],
+        shas[1],
+        "python/sglang/srt/server_args.py",
+        11,
+    )
+    assert record.message == "pipeline parallel is not supported with LoRA"
+
+
+def test_every_id_ever_published_still_resolves(history):
+    _, first, second, _, two = history
+    current = {e.id for e in second}
+    for entry in first:
+        final = resolve(two.records, entry.id)
+        assert final in current or two.records[final].status == "retired"
+
+
+def test_an_error_that_comes_back_is_active_again(tmp_path):
+    shas = make_repo(tmp_path / "up", [V1, V2, V1])
+    cache = tmp_path / "cache"
+    records = {}
+    for sha in shas:
+        upstream, entries = entries_at(tmp_path / "up", sha, cache)
+        records = update_ledger(records, entries, upstream).records
+    _, original = entries_at(tmp_path / "up", shas[0], cache)
+    assert {records[e.id].status for e in original} == {"active"}
+    # The wording of the middle revision is now the alias, pointing back at the original.
+    [middle] = [r for r in records.values() if r.status != "active"]
+    assert (middle.message, middle.status) == ("KV rows must match loc_2d size: {self.tp_size}", "moved")
+    assert records[middle.moved_to].aliases == (middle.id,)
+    assert records[middle.id].aliases == ()
+
+
+def test_unrelated_new_message_in_another_function_is_not_an_alias(tmp_path):
+    shas = make_repo(
+        tmp_path / "up",
+        [
+            {"python/sglang/a.py": "def f():\n    raise ValueError('tp size must be positive')\n"},
+            {"python/sglang/a.py": "def g():\n    raise ValueError('tp size must be positive!')\n"},
+        ],
+    )
+    records = {}
+    for sha in shas:
+        upstream, entries = entries_at(tmp_path / "up", sha, tmp_path / "cache")
+        records = update_ledger(records, entries, upstream).records
+    assert sorted(r.status for r in records.values()) == ["active", "retired"]
+
+
+def test_curated_text_follows_the_alias_and_waits_for_review(history):
+    _, first, second, _, two = history
+    old, new = by_message(first, "dense KV rows"), by_message(second, "KV rows must match")
+    written = Curated(old.id, f"content/errors/{old.id}.yaml", old.message, "Means.", (), None, (), None, (), None)
+    carried = carry_curated({old.id: written}, two.records)
+    assert carried[old.id] is written
+    assert (carried[new.id].id, carried[new.id].explanation, carried[new.id].review) == (new.id, "Means.", True)
+
+
+def test_ledger_round_trips_through_small_sorted_files(history, tmp_path):
+    _, _, _, _, two = history
+    write_history(tmp_path / "content", two.records, two.changes)
+    files = sorted((tmp_path / "content" / "ledger").iterdir())
+    assert all(f.name[0] in "0123456789abcdef" and f.suffix == ".jsonl" for f in files)
+    for path in files:
+        ids = [json.loads(line)["id"] for line in path.read_text().splitlines()]
+        assert ids == sorted(ids) and all(i.startswith(path.stem) for i in ids)
+    assert load_ledger(tmp_path / "content") == two.records
+    assert load_changes(tmp_path / "content") == two.changes
+    before = {f: f.stat().st_mtime_ns for f in files}
+    write_history(tmp_path / "content", two.records, two.changes)
+    assert {f: f.stat().st_mtime_ns for f in files} == before
+
+
+def test_a_broken_ledger_line_is_reported_with_file_and_line(tmp_path):
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"id": "a1"}\nnot json\n')
+    with pytest.raises(ContentError) as error:
+        load_ledger(tmp_path)
+    lines = str(error.value).splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{folder / 'a.jsonl'}:1: ledger record:")
+    assert lines[1].startswith(f"{folder / 'a.jsonl'}:2: ledger record:")
+
+
+def test_compare_and_the_diff_command(history, tmp_path, capsys):
+    shas, first, second, _, _ = history
+    difference = compare(first, second)
+    assert [e.message for e in difference.added] == []
+    assert [e.message for e in difference.retired] == ["pipeline parallel is not supported with LoRA"]
+    assert [(a.message, b.message) for a, b in difference.reworded] == [
+        ("dense KV rows must match loc_2d size: {self.tp_size}", "KV rows must match loc_2d size: {self.tp_size}")
+    ]
+    assert [b.message for _, b in difference.moved] == ["KV4 is not tested on non-CUDA platforms."]
+    repo = tmp_path / "up"
+    code = main(["diff", f"git:{repo}@{shas[0]}", f"git:{repo}@{shas[1]}", "--json", "--cache-dir", str(tmp_path / "c")])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert (document["from"], document["to"]) == (shas[0], shas[1])
+    assert [len(document[k]) for k in ("added", "retired", "reworded", "moved", "changed")] == [0, 1, 1, 1, 0]
+    assert document["moved"][0]["new"]["path"] == "python/sglang/srt/arg_groups/kv_cache_hook.py"
+    main(["diff", f"git:{repo}@{shas[0]}", f"git:{repo}@{shas[1]}", "--cache-dir", str(tmp_path / "c")])
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == f"{shas[0]} -> {shas[1]}: 0 added, 1 retired, 1 reworded, 1 moved, 0 changed"
+    assert "      was: dense KV rows must match loc_2d size: {self.tp_size}" in text
+
+
+def test_changed_means_same_id_and_place_but_different_guards(tmp_path):
+    shas = make_repo(
+        tmp_path / "up",
+        [
+            {"python/sglang/a.py": "def f(x):\n    if x > 1:\n        raise ValueError('too big')\n"},
+            {"python/sglang/a.py": "def f(x):\n    if x > 2:\n        raise ValueError('too big')\n"},
+        ],
+    )
+    _, first = entries_at(tmp_path / "up", shas[0], tmp_path / "cache")
+    _, second = entries_at(tmp_path / "up", shas[1], tmp_path / "cache")
+    assert [b.sites[0].conditions for _, b in compare(first, second).changed] == [("x > 2",)]
