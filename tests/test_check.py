@@ -186,3 +186,13 @@ def test_git_history_edit_marks_stale_and_line_moves_do_not(tmp_path, capsys):
     code, err = errorkb("check", at=third)
     assert code == 3
     assert f"{path}: stale: written for the code at {first}" in err
+
+
+@pytest.mark.real
+def test_the_repositorys_curated_entries_pass_check(capsys):
+    content = Path(__file__).parent.parent / "content"
+    assert len(list((content / "errors").glob("*.yaml"))) >= 60
+    code, out, err = run(capsys, "check", "--content", str(content))
+    assert code == 0, err
+    assert out.startswith("coverage: ")
+    assert " 0 problems, 0 orphaned, 0 stale;" in err

@@ -183,3 +183,11 @@ def test_template_key_of_every_real_message_is_the_extractors(sglang):
     templates = {site.template.text: site.template.key for site in sglang.sites if site.message is not None}
     assert len(templates) > 1000
     assert {text: template_key(text) for text in templates} == templates
+
+
+def test_readme_example_is_a_valid_entry():
+    readme = (Path(__file__).parent.parent / "content" / "README.md").read_text()
+    example = readme.split("```yaml\n", 1)[1].split("```", 1)[0]
+    curated, problems = parse_curated(example, f"content/errors/{KV4}.yaml")
+    assert problems == []
+    assert curated is not None and curated.curated.example_fix.language == "shell"

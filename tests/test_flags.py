@@ -103,6 +103,7 @@ VALID = [
     pytest.param("```python\nimport sglang as sgl\nsgl.Engine(model_path='m', kv_cache_dtype='bf16')\n```", id="python"),
     pytest.param("Run `pip install --upgrade sglang` first.", id="other-inline-command"),
     pytest.param("Values -- like this -- are prose.", id="dashes"),
+    pytest.param("Set `--tp-size` to the number of GPUs.", id="flag-named-in-passing"),
 ]
 
 
