@@ -318,7 +318,7 @@ def site_signature(site: Site) -> str:
     if site.kind == "assert":
         return "assert" + squash(site.assert_condition or "")
     if site.kind == "warning":
-        return "warn"
+        return "warnings.warn"
     return "raise" + (site.exception or "")
 
 
