@@ -317,3 +317,40 @@ def _code(entry: ErrorEntry) -> frozenset[tuple]:
 def _site_code(site: Site) -> tuple:
     template = site.template.text if site.template else None
     return (site.path, site.function, site.conditions, site.context, site.assert_condition, template)
+
+
+# -- One build's history ------------------------------------------------------------------------
+
+UPSTREAM_NAME = "upstream.json"
+
+
+@dataclass(frozen=True, slots=True)
+class BuildHistory:
+    """What a build publishes about the past: the updated ledger, the records of pages that are
+    no longer active (moved ones pointing straight at their final id), and every change so far,
+    newest first."""
+
+    records: dict[str, LedgerRecord]
+    inactive: tuple[LedgerRecord, ...]
+    changes: tuple[Change, ...]
+
+
+def build_history(content: Path, entries: tuple[ErrorEntry, ...], upstream: Upstream) -> BuildHistory:
+    """Fold this revision into the ledger stored in `content/` (read, not yet written)."""
+    update = update_ledger(load_ledger(content), entries, upstream)
+    inactive = tuple(
+        replace(record, moved_to=resolve(update.records, record.id)) if record.status == "moved" else record
+        for _, record in sorted(update.records.items())
+        if record.status != "active"
+    )
+    return BuildHistory(update.records, inactive, update.changes + load_changes(content))
+
+
+def save_history(content: Path, history: BuildHistory, upstream: Upstream) -> None:
+    """Write the ledger, the change list and the revision built, once the site is in place."""
+    write_history(content, history.records, history.changes)
+    document = {"date": upstream.date, "repo": upstream.repo, "revision": upstream.revision, "source": upstream.source}
+    data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+    target = content / UPSTREAM_NAME
+    if not target.exists() or target.read_bytes() != data:
+        write_atomic(target, data)
