@@ -13,12 +13,10 @@ from generator.model import Article, Change, Upstream
 SCHEMA_VERSION = 1
 
 
-def dumps(document, compact: bool = False) -> bytes:
-    """A document as the API serves it: sorted keys, UTF-8 (not escaped), trailing newline."""
-    if compact:
-        text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    else:
-        text = json.dumps(document, sort_keys=True, ensure_ascii=False, indent=2)
+def dumps(document) -> bytes:
+    """A document as the API serves it: sorted keys, UTF-8 (not escaped), compact (the C
+    encoder, which `indent` would bypass), a trailing newline."""
+    text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return text.encode("utf-8") + b"\n"
 
 

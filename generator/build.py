@@ -16,18 +16,20 @@ import fcntl
 import hashlib
 import json
 import os
+import pickle
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from generator import derive, render
+from generator import api, derive, render
 from generator.config import Config
 from generator.errors import BuildError
-from generator.highlight import read_excerpts
+from generator.highlight import excerpter_version, read_excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, Extraction, LedgerRecord, Problem, Upstream, group_sites
 from generator.pipeline import extract_upstream
 from generator.progress import Progress
@@ -80,22 +82,65 @@ def build(
     """The whole site for one upstream revision, swapped into `inputs.out` at the end."""
     with build_lock(inputs.out):
         source = open_source(inputs.source, config, inputs.cache_dir)
+        stamp = BuildStamp(inputs, source, ledger, changes)
+        previous = stamp.previous()
+        if previous is not None:
+            return previous
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
         curated = load_content(inputs.content, extraction.upstream.repo)
         articles = derive_site(source, extraction, entries, curated, ledger, inputs.cache_dir, jobs)
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
-        files = site_files(articles, entries, info, changes, jobs)
+        manifest = PageManifest(inputs.cache_dir, inputs.out, info)
+        digests = manifest.digests(articles, {file.path: file.blob_sha for file in extraction.files})
+        unchanged = manifest.unchanged(digests)
+        files = site_files(articles, entries, info, changes, jobs, unchanged)
         total, written = write_site(files, inputs.out)
-    return BuildResult(
-        out=inputs.out,
-        upstream=extraction.upstream,
-        errors=len(entries),
-        curated=sum(1 for entry in entries if entry.id in curated),
-        files=total,
-        written=written,
-        problems=extraction.problems,
-    )
+        manifest.save(digests)
+        result = BuildResult(
+            out=inputs.out,
+            upstream=extraction.upstream,
+            errors=len(entries),
+            curated=sum(1 for entry in entries if entry.id in curated),
+            files=total,
+            written=written,
+            problems=extraction.problems,
+        )
+        stamp.save(result)
+    return result
+
+
+class BuildStamp:
+    """A digest of everything a build reads: errorkb's code and templates, every upstream
+    blob sha, every file under `content/`, the ledger, the changes and the settings. When it
+    equals the last build's into the same folder, and that folder is still there, the site
+    is already what this build would write and nothing is done."""
+
+    def __init__(self, inputs: Inputs, source: Source, ledger, changes) -> None:
+        key = hashlib.sha256(str(inputs.out.absolute()).encode()).hexdigest()[:16]
+        self.path = inputs.cache_dir / "builds" / f"{key}.pickle"
+        self.out = inputs.out
+        digest = hashlib.sha256(pickle.dumps((inputs, source.upstream, ledger, changes)))
+        package = Path(__file__).resolve().parent
+        for folder in (package, render.TEMPLATES, inputs.content):
+            for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+                if path.is_file() and "__pycache__" not in path.parts:
+                    digest.update(path.as_posix().encode() + b"\0" + path.read_bytes())
+        for file in source.files():
+            digest.update(f"{file.path}\0{file.blob_sha}\n".encode())
+        self.digest = digest.hexdigest()
+
+    def previous(self) -> BuildResult | None:
+        try:
+            digest, result = pickle.loads(self.path.read_bytes())
+        except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
+            return None
+        if digest != self.digest or not (self.out / "index.html").is_file():
+            return None
+        return replace(result, written=0)
+
+    def save(self, result: BuildResult) -> None:
+        _write_atomic(self.path, pickle.dumps((self.digest, result)))
 
 
 # -- Join and derive ------------------------------------------------------------------------------
@@ -152,12 +197,18 @@ def site_files(
     info: render.SiteInfo,
     changes: tuple[Change, ...],
     jobs: int | None = None,
-) -> Iterator[tuple[str, bytes]]:
+    unchanged: frozenset[str] = frozenset(),
+) -> Iterator[tuple[str, bytes | None]]:
     """Every file of the site: shared pages, the search index, and each error's page and
-    document, rendered on every core."""
+    document, rendered on every core. The pages of `unchanged` ids are not rendered again:
+    they come as `None`, meaning "the previous build's file"."""
     yield from render.render_shared(articles, info, changes)
     yield from search_files(entries, info.upstream.repo)
-    yield from _render_errors(articles, info, jobs)
+    for article in articles:
+        if article.id in unchanged:
+            yield f"errors/{article.id}/index.html", None
+            yield f"api/errors/{article.id}.json", None
+    yield from _render_errors(tuple(a for a in articles if a.id not in unchanged), info, jobs)
 
 
 def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> Iterable[tuple[str, bytes]]:
@@ -167,6 +218,57 @@ def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> Iterable[tuple[s
     except ImportError:
         return ()
     return sorted(make_search_files(entries, repo).items())
+
+
+class PageManifest:
+    """What each error page was rendered from in the last build into `out`: a digest of its
+    article per id, under a salt of everything else a page depends on (templates, renderer,
+    highlighter, site settings). A page whose digest is unchanged is not rendered again.
+
+    Snippets enter the digest as the blob sha they were cut from, since a snippet is a pure
+    function of the blob, its range (in the site) and the highlighter (in the salt).
+    """
+
+    def __init__(self, cache_dir: Path, out: Path, info: render.SiteInfo) -> None:
+        key = hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]
+        self.path = cache_dir / "pages" / f"{key}.json"
+        self.out = out
+        salt = hashlib.sha256(render.templates_digest().encode())
+        salt.update(excerpter_version().encode())
+        for module in (api, derive, sys.modules[__name__]):
+            salt.update(Path(module.__file__).read_bytes())
+        salt.update(pickle.dumps(info))
+        self.salt = salt.hexdigest()
+
+    def digests(self, articles: tuple[Article, ...], blobs: Mapping[str, str]) -> dict[str, str]:
+        digests = {}
+        for article in articles:
+            locations = tuple(replace(location, snippet=None) for location in article.locations)
+            shas = tuple(blobs.get(location.site.path) for location in article.locations)
+            payload = pickle.dumps((replace(article, locations=locations), shas), protocol=5)
+            digests[article.id] = hashlib.sha256(payload).hexdigest()[:32]
+        return digests
+
+    def unchanged(self, digests: Mapping[str, str]) -> frozenset[str]:
+        """Ids whose page and document the output folder already holds as this build would
+        write them."""
+        try:
+            previous = json.loads(self.path.read_bytes())
+            if previous.get("salt") != self.salt:
+                return frozenset()
+            pages = previous["pages"]
+        except (OSError, ValueError, KeyError, AttributeError):
+            return frozenset()
+        return frozenset(
+            error
+            for error, digest in digests.items()
+            if pages.get(error) == digest
+            and (self.out / "errors" / error / "index.html").is_file()
+            and (self.out / "api" / "errors" / f"{error}.json").is_file()
+        )
+
+    def save(self, digests: Mapping[str, str]) -> None:
+        _write_atomic(self.path, json.dumps({"salt": self.salt, "pages": digests}, sort_keys=True).encode())
 
 
 def _render_errors(articles: tuple[Article, ...], info: render.SiteInfo, jobs: int | None) -> Iterator[tuple[str, bytes]]:
@@ -230,9 +332,10 @@ def build_lock(out: Path):
         handle.close()
 
 
-def write_site(files: Iterable[tuple[str, bytes]], out: Path) -> tuple[int, int]:
+def write_site(files: Iterable[tuple[str, bytes | None]], out: Path) -> tuple[int, int]:
     """Write every file into a new folder beside `out`, then swap it in; returns (files,
-    files whose bytes changed). Unchanged files are hard links to the previous build's."""
+    files whose bytes changed). Unchanged files are hard links to the previous build's, and
+    so is a file given as None."""
     out = out.absolute()
     # Leftovers of a build that was killed: never part of any site.
     for stale in [*out.parent.glob(f".{out.name}.tmp-*"), *out.parent.glob(f".{out.name}.old-*")]:
@@ -247,7 +350,9 @@ def write_site(files: Iterable[tuple[str, bytes]], out: Path) -> tuple[int, int]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 made.add(target.parent)
             total += 1
-            if not _keep_previous(out / relative, target, data):
+            if data is None:
+                _link_previous(out / relative, target)
+            elif not _keep_previous(out / relative, target, data):
                 target.write_bytes(data)
                 written += 1
         os.chmod(staging, 0o755)
@@ -267,6 +372,16 @@ def _keep_previous(previous: Path, target: Path, data: bytes) -> bool:
         return True
     except OSError:
         return False
+
+
+def _link_previous(previous: Path, target: Path) -> None:
+    try:
+        os.link(previous, target)
+    except OSError:
+        try:
+            shutil.copy2(previous, target)
+        except OSError as error:
+            raise BuildError(f"{previous}: the previous build's file vanished during the build ({error})") from None
 
 
 def _swap(staging: Path, out: Path) -> None:

@@ -7,6 +7,7 @@ Every function here is pure: records and text in, records and text out.
 from __future__ import annotations
 
 import ast
+import functools
 import heapq
 import io
 import math
@@ -59,6 +60,7 @@ _COMPARISONS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def describe_condition(expr: str) -> str:
     """A guard condition in plain words, with names and values as Markdown code spans.
 
@@ -137,6 +139,8 @@ def _looks_like_setting(node: ast.AST) -> bool:
 
 
 def _value(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant) and node.value == "":
+        return "empty"
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return _code(node.value)
     return _code(_setting(_source(node)))
