@@ -51,6 +51,9 @@ MIN_SCORE = 0.4
 # characters than CONFIDENT_LITERAL, is only weak evidence (`{x}.` matches most sentences).
 CONFIDENT_SHARE = 0.3
 CONFIDENT_LITERAL = 20
+# ... unless it starts with literal text the paste starts with: `CUDA error: {err}` with a long
+# error string is still that error. Needs at least this many characters at the start.
+CONFIDENT_START = 8
 # Bonus for a template raised as the exception the paste names.
 NAMED_EXCEPTION = 0.3
 
@@ -58,7 +61,7 @@ NAMED_EXCEPTION = 0.3
 _SPACE_CHARS = " \t\n\r\f\v\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
 _SPACE = re.compile(f"[{_SPACE_CHARS}]+")
 _TOKEN = re.compile(r"[a-z0-9]+")
-_EXCEPTION = r"([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))"
+_EXCEPTION = r"((?:[A-Za-z_][A-Za-z0-9_.]*)?(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))"
 _EXCEPTION_LINE = re.compile(r"^[ \t]*" + _EXCEPTION + r"(?::[ \t]?(.*))?$")
 # A log line that names the exception after a prefix: `[2026-01-01 TP0] ... RuntimeError: ...`.
 _EXCEPTION_INSIDE = re.compile(r"(?:^|[ \t\]])" + _EXCEPTION + r":[ \t](.*)$")
@@ -386,6 +389,7 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
             "named_exception": NAMED_EXCEPTION,
             "confident_share": CONFIDENT_SHARE,
             "confident_literal": CONFIDENT_LITERAL,
+            "confident_start": CONFIDENT_START,
         }
     }
     for number, shard in enumerate(shards):
@@ -594,7 +598,8 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
 
 def template_score(forms: list[str], segments: list[str], starts: bool, ends: bool, manifest: dict) -> float:
     """How well a template explains the pasted message: the share of it that its literal text
-    pins down, plus 1 when that is enough to be sure; 0 when it does not match. A template found
+    pins down, plus 1 when that is enough to be sure (a large share, much literal text, or the
+    paste's start); 0 when it does not match. A template found
     only inside the paste (a log prefix before it, text after it) counts nine tenths."""
     literal = sum(units(s) for s in segments)
     best = 0.0
@@ -606,6 +611,10 @@ def template_score(forms: list[str], segments: list[str], starts: bool, ends: bo
         else:
             continue
         share = literal / max(units(form), 1)
-        confident = share >= manifest["confident_share"] or literal >= manifest["confident_literal"]
+        confident = (
+            share >= manifest["confident_share"]
+            or literal >= manifest["confident_literal"]
+            or (weight == 1.0 and starts and units(segments[0]) >= manifest["confident_start"])
+        )
         best = max(best, (1.0 if confident else 0.0) + weight * share)
     return best

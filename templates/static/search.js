@@ -14,7 +14,7 @@
   var SPACES = new RegExp(SPACE + "+", "g");
   var TRIM = new RegExp("^" + SPACE + "+|" + SPACE + "+$", "g");
   var TOKEN = /[a-z0-9]+/g;
-  var EXCEPTION = "([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))";
+  var EXCEPTION = "((?:[A-Za-z_][A-Za-z0-9_.]*)?(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))";
   var EXCEPTION_LINE = new RegExp("^[ \\t]*" + EXCEPTION + "(?::[ \\t]?(.*))?$");
   var EXCEPTION_INSIDE = new RegExp("(?:^|[ \\t\\]])" + EXCEPTION + ":[ \\t](.*)$");
   var FRAME_LINE = /^[ \t]*File "([^"]+)", line (\d+)(?:, in (.+?))?[ \t]*$/;
@@ -203,7 +203,10 @@
       else if ((starts || ends) && templateMatches(form, segments, false, false)) weight = 0.9;
       else return;
       var share = literal / Math.max(form.length, 1);
-      var confident = share >= manifest.confident_share || literal >= manifest.confident_literal;
+      var confident =
+        share >= manifest.confident_share ||
+        literal >= manifest.confident_literal ||
+        (weight === 1 && starts && segments[0].length >= manifest.confident_start);
       best = Math.max(best, (confident ? 1 : 0) + weight * share);
     });
     return best;
