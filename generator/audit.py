@@ -14,14 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.content import ContentProblem, CuratedFile, error_links, markdown_fields, same_message
-from generator.errors import ContentError
+from generator.content import ERRORS_FOLDER, ContentProblem, CuratedFile, error_links, markdown_fields, same_message
 from generator.extract import decode_source
+from generator.history import resolve
 from generator.model import Curated, ErrorEntry, LedgerRecord, Site
 from generator.upstream import Source
 
 FINGERPRINT_VERSION = "errorkb-fingerprint-v1"
-LEDGER_NAME = "ledger.jsonl"
 _COMPOUND = (
     ast.FunctionDef,
     ast.AsyncFunctionDef,
@@ -157,31 +156,15 @@ def find_stale(curated: Mapping[str, Curated], current: Mapping[str, str], revis
     return tuple(found)
 
 
+def stale_revisions(curated: Mapping[str, Curated], entries: Mapping[str, ErrorEntry], source: Source) -> dict[str, str]:
+    """For the build: each stale entry's id and the revision its text was written for, the
+    `stale` mapping `derive` takes to mark a page as written for older code."""
+    current = fingerprints([entries[error] for error in sorted(curated) if error in entries], source)
+    found = {error: stale_since(curated[error], fingerprint) for error, fingerprint in current.items()}
+    return {error: since for error, since in found.items() if since is not None}
+
+
 # -- The ledger and orphans ------------------------------------------------------------------------
-
-
-def read_ledger(folder: Path) -> dict[str, LedgerRecord]:
-    """`folder/ledger.jsonl` by id (empty when there is none); `ContentError` on a bad line."""
-    path = folder / LEDGER_NAME
-    if not path.exists():
-        return {}
-    records, problems = {}, []
-    names = set(LedgerRecord.__dataclass_fields__)
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-            data = {key: value for key, value in data.items() if key in names}
-            data["aliases"] = tuple(data.get("aliases") or ())
-            record = LedgerRecord(**data)
-        except (ValueError, TypeError, AttributeError) as error:
-            problems.append(f"{path}:{number}: ledger record: {error}")
-            continue
-        records[record.id] = record
-    if problems:
-        raise ContentError("\n".join(problems))
-    return records
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,18 +190,27 @@ class Orphan:
 def find_orphans(
     ids: Iterable[tuple[str, str]], entries: Mapping[str, ErrorEntry], ledger: Mapping[str, LedgerRecord]
 ) -> tuple[Orphan, ...]:
-    """Orphans among `(id, path)` pairs of content files. Ids the ledger retired are not orphans
-    (their pages stay); ids the ledger moved, or lists as an alias, are reported with the new id."""
+    """Orphans among `(id, path)` pairs of content files, against the ledger of
+    `generator.history.load_ledger`. Ids the ledger retired are not orphans (their pages stay);
+    ids it moved, or lists as an alias, are reported with the id their page lives at now."""
     aliases = {alias: record.id for record in ledger.values() for alias in record.aliases}
     found = []
     for error, path in sorted(ids):
         record = ledger.get(error)
-        moved_to = record.moved_to if record and record.status == "moved" else aliases.get(error)
+        moved_to = resolve(ledger, error) if record and record.status == "moved" else aliases.get(error)
         if moved_to and moved_to != error:
             found.append(Orphan(error, path, moved_to))
         elif error not in entries and record is None:
             found.append(Orphan(error, path))
     return tuple(found)
+
+
+def content_orphans(
+    folder: Path, entries: Mapping[str, ErrorEntry], ledger: Mapping[str, LedgerRecord]
+) -> tuple[Orphan, ...]:
+    """For the build: the orphans among the files of `folder/errors/`, valid or not, by file name."""
+    written = sorted((path.stem, str(path)) for path in (folder / ERRORS_FOLDER).glob("*.yaml"))
+    return find_orphans(written, entries, ledger)
 
 
 # -- Checks against the extraction -----------------------------------------------------------------

@@ -196,3 +196,18 @@ def test_the_repositorys_curated_entries_pass_check(capsys):
     assert code == 0, err
     assert out.startswith("coverage: ")
     assert " 0 problems, 0 orphaned, 0 stale;" in err
+
+
+@pytest.mark.real
+def test_stale_revisions_for_the_build_name_the_revision_written_for(sglang):
+    from generator.audit import stale_revisions
+    from generator.config import Config
+    from generator.content import load_curated
+    from generator.model import group_sites
+    from generator.upstream import open_source
+
+    source = open_source("pypi:sglang==0.5.23", Config(), conftest.test_cache_dir())
+    entries = {entry.id: entry for entry in group_sites(sglang.sites, "sgl-project/sglang")}
+    assert stale_revisions(load_curated(DATA / "stale"), entries, source) == {KV4: "v0.5.22"}
+    real = load_curated(Path(__file__).parent.parent / "content")
+    assert stale_revisions(real, entries, source) == {}

@@ -12,17 +12,17 @@ import sys
 
 from generator.audit import (
     Coverage,
+    content_orphans,
     coverage,
     extraction_problems,
-    find_orphans,
     find_stale,
     fingerprints,
-    read_ledger,
 )
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
-from generator.content import ERRORS_FOLDER, read_content
+from generator.content import read_content
 from generator.flags import flag_problems, server_arguments
+from generator.history import load_ledger
 
 
 def add_parser(subcommands) -> None:
@@ -50,10 +50,9 @@ def run(args: argparse.Namespace) -> int:
     source = source_of(args, config)
     entries = entries_of(args, config, source)
     files, invalid = read_content(folder, config.repo)
-    ledger = read_ledger(folder)
+    ledger = load_ledger(folder)
     problems = [*invalid, *extraction_problems(files, entries, ledger), *flag_problems(files, server_arguments(source))]
-    written = sorted((path.stem, str(path)) for path in (folder / ERRORS_FOLDER).glob("*.yaml"))
-    orphans = find_orphans(written, entries, ledger)
+    orphans = content_orphans(folder, entries, ledger)
     curated = {error: file.curated for error, file in files.items() if error in entries}
     current = fingerprints([entries[error] for error in curated], source)
     stale = find_stale(curated, current, source.upstream.revision)
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_coverage(covered, args.modules)
     print(
-        f"check: {len(written)} files, {len(problems)} problems, {len(orphans)} orphaned, {len(stale)} stale; "
+        f"check: {len(files) + len({p.path for p in invalid})} files, {len(problems)} problems, {len(orphans)} orphaned, {len(stale)} stale; "
         f"{covered.curated}/{covered.total} errors curated ({covered.percent:.2f}%) at {source.upstream.revision}",
         file=sys.stderr,
     )
