@@ -223,7 +223,7 @@ def _page(path: str, info: SiteInfo, title: str, description: str, json_url: str
 
 def shorten(text: str, limit: int = TITLE_LIMIT) -> str:
     """`text` on one line, cut at a word boundary with an ellipsis when longer than `limit`."""
-    text = " ".join(text.split())
+    text = " ".join(_clean(text).split())
     if len(text) <= limit:
         return text
     cut = text[:limit].rsplit(" ", 1)[0]
@@ -421,8 +421,14 @@ def render_errors(articles, info: SiteInfo, env: jinja2.Environment | None = Non
     error_template = env.get_template("error.html")
     for article in articles:
         context = error_page(article, info)
-        yield context["path"], error_template.render(context).encode("utf-8")
+        yield context["path"], _html_bytes(error_template.render(context))
         yield f"api/errors/{article.id}.json", api.dumps(api.error_document(article, info.upstream))
+
+
+def _html_bytes(html: str) -> bytes:
+    """A page's bytes. NUL can come from upstream text in places no filter sees (a docstring,
+    a path); HTML parsers turn it into U+FFFD, so the page says so itself."""
+    return html.replace("\0", "\ufffd").encode("utf-8")
 
 
 def render_shared(
@@ -447,7 +453,7 @@ def render_shared(
     list_template = env.get_template("list.html")
     sitemap = ["", "modules/", "exceptions/", "changes/"]
     for path, context in [*module_pages(articles, info), *exception_pages(articles, info)]:
-        yield path, list_template.render(context).encode()
+        yield path, _html_bytes(list_template.render(context))
         sitemap.append(path[: -len("index.html")])
     changes_page = _page("changes/index.html", info, "Recent changes", "Errors added, reworded, moved or retired in recent SGLang revisions.", "../api/changes.json")
     ordered = sorted(changes, key=lambda c: (c.date, c.revision, c.id), reverse=True)
@@ -458,7 +464,7 @@ def render_shared(
     missing = _page("404.html", info, "Page not found", "This page does not exist in the SGLang error knowledge base.")
     # A 404 page is served at any depth, so its links cannot be relative: it uses the base URL.
     missing["root"] = info.base_url.rstrip("/") + "/"
-    yield "404.html", env.get_template("404.html").render(missing).encode()
+    yield "404.html", _html_bytes(env.get_template("404.html").render(missing))
     sitemap.extend(f"errors/{a.id}/" for a in articles if a.status != "moved")
     base = info.base_url.rstrip("/") + "/"
     urls = "".join(f"<url><loc>{escape(base + urllib.parse.quote(url))}</loc></url>\n" for url in sorted(sitemap))

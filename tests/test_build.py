@@ -1,0 +1,179 @@
+"""`errorkb build` end to end on small git repos: the tree, the API, determinism, incremental
+writes, the lock, interruption, ledger pages and the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from generator import build as build_module
+from generator.build import build, build_lock, inputs_of, write_site
+from generator.cli import main
+from generator.config import Config
+from generator.errors import BuildError
+from generator.model import Change, LedgerRecord
+from tests.conftest import make_repo
+
+CODE = {
+    "python/sglang/__init__.py": "",
+    "python/sglang/srt/server_args.py": '''
+        def check(cfg):
+            """Check the KV cache settings."""
+            if cfg.kv_cache_dtype in ("nvfp4", "fp4"):
+                if not is_cuda():
+                    raise RuntimeError("KV4 is not tested on non-CUDA platforms.")
+            if cfg.tp_size > 8:
+                raise ValueError(f"--tp-size {cfg.tp_size} is too large <script>")
+            assert cfg.page_size
+        ''',
+    "python/sglang/srt/other.py": '''
+        def other(cfg):
+            if cfg.kv_cache_dtype == "fp8":
+                raise ValueError("fp8 KV cache needs --kv-cache-dtype support")
+        ''',
+}
+
+
+def config() -> Config:
+    return Config(repo="o/r", package="sglang", path_prefix="python/")
+
+
+@pytest.fixture()
+def repo(tmp_path) -> tuple[Path, list[str]]:
+    root = tmp_path / "upstream"
+    return root, make_repo(root, [CODE])
+
+
+def run_build(tmp_path, repo, out="site", **kwargs):
+    root, shas = repo
+    inputs = inputs_of(config(), f"git:{root}@{shas[-1]}", tmp_path / out, tmp_path / "content", tmp_path / "cache")
+    return build(config(), inputs, jobs=1, **kwargs)
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_build_writes_pages_documents_and_browse_pages(tmp_path, repo):
+    result = run_build(tmp_path, repo)
+    site = tmp_path / "site"
+    files = tree(site)
+    index = json.loads(files["api/errors/index.json"])
+    assert result.errors == len(index["errors"]) == 4
+    schema = json.loads(files["api/schema/error.json"])
+    validator = jsonschema.Draft202012Validator(schema)
+    for record in index["errors"]:
+        assert f"errors/{record['id']}/index.html" in files
+        document = json.loads(files[f"api/errors/{record['id']}.json"])
+        validator.validate(document)
+        assert document["upstream"] == {"repo": "o/r", "revision": repo[1][-1], "date": "2026-01-01T12:00:00Z"}
+    kv4 = next(r for r in index["errors"] if r["message"] == "KV4 is not tested on non-CUDA platforms.")
+    page = files[f"errors/{kv4['id']}/index.html"].decode()
+    assert "Check the KV cache settings." in page
+    assert "the platform is not CUDA" in page
+    assert f"https://github.com/o/r/blob/{repo[1][-1]}/python/sglang/srt/server_args.py#L6" in page
+    assert "fp8 KV cache needs --kv-cache-dtype support" in page  # related, through the shared setting
+    for needed in ("index.html", "404.html", "sitemap.xml", "robots.txt", "_redirects", "modules/index.html",
+                   "modules/python/sglang/srt/index.html", "exceptions/index.html", "exceptions/RuntimeError/index.html",
+                   "changes/index.html", "api/changes.json", "static/style.css", "static/pygments.css"):
+        assert needed in files, needed
+    assert b"/api/errors/:id /api/errors/:id.json 200" in files["_redirects"]
+    assert f"https://errorkb.example.org/errors/{kv4['id']}/".encode() in files["sitemap.xml"]
+    home = files["index.html"].decode()
+    assert ('<form role="search" id="search-form" action=""><label for="search-input">') in home
+    assert '<textarea id="search-input" name="q"></textarea><button type="submit">Search</button></form><div id="search-results" aria-live="polite"></div>' in home
+    assert '<script src="static/search.js" defer></script>' in home and 'data-root=""' in home
+    for path, data in files.items():
+        if path.endswith(".html") and path != "404.html":
+            for link in re.findall(rb'(?:href|src|action)="([^"]*)"', data):
+                assert not link.startswith(b"/"), (path, link)
+        if path.endswith(".json"):
+            assert data.endswith(b"\n") and b"\\u00" not in data.replace(b"\\u0000", b"")
+
+
+def test_two_builds_are_byte_identical_and_a_rebuild_keeps_mtimes(tmp_path, repo):
+    run_build(tmp_path, repo, out="one")
+    run_build(tmp_path, repo, out="two")
+    assert tree(tmp_path / "one") == tree(tmp_path / "two")
+    page = next((tmp_path / "one" / "errors").iterdir()) / "index.html"
+    before = page.stat()
+    os.utime(page, (1, 1))
+    (tmp_path / "content").mkdir(exist_ok=True)
+    (tmp_path / "content" / "notes.txt").write_text("a change of inputs forces a real rebuild\n")
+    result = run_build(tmp_path, repo, out="one")
+    after = page.stat()
+    assert result.written == 0
+    assert after.st_mtime == 1 and after.st_ino == before.st_ino
+    assert tree(tmp_path / "one") == tree(tmp_path / "two")
+
+
+def test_a_build_that_fails_midway_leaves_the_previous_site_whole(tmp_path):
+    out = tmp_path / "site"
+    write_site([("index.html", b"old"), ("a/b.txt", b"kept")], out)
+
+    def files():
+        yield "index.html", b"new"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_site(files(), out)
+    assert tree(out) == {"index.html": b"old", "a/b.txt": b"kept"}
+    assert [p.name for p in tmp_path.iterdir()] == ["site"]
+
+
+def test_a_second_concurrent_build_fails_with_one_line(tmp_path):
+    out = tmp_path / "site"
+    with build_lock(out):
+        with pytest.raises(BuildError, match="another build is writing"):
+            with build_lock(out):
+                pass
+
+
+def test_moved_and_retired_ids_keep_pages(tmp_path, repo):
+    run_build(tmp_path, repo, out="plain")
+    index = json.loads((tmp_path / "plain/api/errors/index.json").read_text())
+    target = index["errors"][0]["id"]
+    ledger = (
+        LedgerRecord("00000000000000aa", "moved", "v1", "v2", "raise", "ValueError", "Old <words>", "python/sglang/x.py", 3, "f", moved_to=target),
+        LedgerRecord("00000000000000bb", "retired", "v1", "v2", "raise", "ValueError", "Gone now", "python/sglang/y.py", 9, "g", retired_in="v3"),
+    )
+    changes = (Change("00000000000000bb", "v3", "2026-01-02T00:00:00Z", "retired", "Gone now"),
+               Change(target, "v2", "2026-01-01T00:00:00Z", "added", None))
+    run_build(tmp_path, repo, ledger=ledger, changes=changes)
+    site = tmp_path / "site"
+    moved = (site / "errors/00000000000000aa/index.html").read_text()
+    assert f'<meta http-equiv="refresh" content="0; url=../../errors/{target}/">' in moved
+    assert f'<a href="../../errors/{target}/">' in moved and "Old &lt;words&gt;" in moved
+    moved_doc = json.loads((site / "api/errors/00000000000000aa.json").read_text())
+    assert moved_doc["status"] == "moved" and moved_doc["moved_to"] == target
+    retired_doc = json.loads((site / "api/errors/00000000000000bb.json").read_text())
+    assert retired_doc["status"] == "retired" and retired_doc["retired_in"] == "v3"
+    assert retired_doc["last_location"] == {"path": "python/sglang/y.py", "line": 9, "function": "g"}
+    assert "No longer raised" in (site / "errors/00000000000000bb/index.html").read_text()
+    new_doc = json.loads((site / f"api/errors/{target}.json").read_text())
+    assert new_doc["aliases"] == ["00000000000000aa"]
+    listed = json.loads((site / "api/changes.json").read_text())["changes"]
+    assert [c["id"] for c in listed] == ["00000000000000bb", target]
+    schema = jsonschema.Draft202012Validator(json.loads((site / "api/schema/error.json").read_text()))
+    for document in (moved_doc, retired_doc, new_doc):
+        schema.validate(document)
+    assert "Gone now" in (site / "changes/index.html").read_text()
+
+
+def test_build_command(tmp_path, repo, capsys):
+    root, shas = repo
+    (tmp_path / "errorkb.toml").write_text('[errorkb]\nrepo = "o/r"\n')
+    code = main(["--config", str(tmp_path / "errorkb.toml"), "build", "--source", f"git:{root}@{shas[0]}",
+                 "--out", str(tmp_path / "out"), "--content", str(tmp_path / "content"), "--cache-dir", str(tmp_path / "c"), "--jobs", "1"])
+    assert code == 0
+    assert (tmp_path / "out/index.html").is_file()
+    assert re.match(r"build: 4 errors \(0 explained\), \d+ files", capsys.readouterr().err)
+    code = main(["build", "--source", f"git:{root}@nope", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "no such revision" in err
+    assert (tmp_path / "out/index.html").is_file()

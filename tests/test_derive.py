@@ -1,0 +1,176 @@
+"""Derived page content: conditions in words, triggers, named settings, docstrings, related errors."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from generator import derive
+from generator.extract import extract_source
+from generator.model import group_sites
+
+
+@pytest.mark.parametrize(
+    ("condition", "words"),
+    [
+        pytest.param('cfg.kv_cache_dtype in ("nvfp4", "fp4_mx_block16")', "`kv_cache_dtype` is `nvfp4` or `fp4_mx_block16`", id="in-tuple"),
+        pytest.param("not get_platform().is_cuda", "the platform is not CUDA", id="platform-negated"),
+        pytest.param("_is_hip", "the platform is ROCm (HIP)", id="platform-flag"),
+        pytest.param("is_npu()", "the platform is Ascend NPU", id="platform-call"),
+        pytest.param("q.is_cuda", "`q.is_cuda` is true", id="tensor-not-platform"),
+        pytest.param("self.server_args.speculative_algorithm is None", "`speculative_algorithm` is not set", id="is-none"),
+        pytest.param("value is not None", "`value` is set", id="is-not-none"),
+        pytest.param("not cfg.enable_lmcache", "`enable_lmcache` is not set", id="setting-off"),
+        pytest.param("tp_size > 1", "`tp_size` is greater than `1`", id="compare"),
+        pytest.param("not tp_size > 1", "`tp_size` is at most `1`", id="compare-negated"),
+        pytest.param('mode != "null"', "`mode` is not `null`", id="not-equal"),
+        pytest.param('variant not in ("", "base")', "`variant` is none of empty, `base`", id="not-in-with-empty"),
+        pytest.param(
+            "not (a and (b or c))",
+            "`a` is false or (`b` is false and `c` is false)",
+            id="de-morgan",
+        ),
+        pytest.param("x[", "`x[` is true", id="unparsable-quoted"),
+        pytest.param("s == '`'", "`s` is `` ` ``", id="backtick-value"),
+    ],
+)
+def test_describe_condition(condition, words):
+    assert derive.describe_condition(condition) == words
+
+
+def _sites(source: str, path: str = "python/sglang/srt/m.py"):
+    return extract_source(textwrap.dedent(source).encode(), path)
+
+
+def test_trigger_lists_every_guard_and_the_failed_assert():
+    (site,) = _sites(
+        """
+        def check(cfg):
+            if cfg.kv_cache_dtype == "fp8":
+                if not is_cuda():
+                    assert cfg.page_size > 1, "page size"
+        """
+    )
+    trigger = derive.derive_trigger(site)
+    assert trigger.startswith("It is raised in `check` when all of these hold:\n\n")
+    assert "- `kv_cache_dtype` is `fp8`\n" in trigger
+    assert "- the platform is not CUDA\n" in trigger
+    assert "- the check `cfg.page_size > 1` fails, that is `page_size` is at most `1`\n" in trigger
+
+
+def test_trigger_names_loops_and_handlers():
+    (site,) = _sites(
+        """
+        def load(paths):
+            for path in paths:
+                try:
+                    open(path)
+                except OSError:
+                    raise RuntimeError("cannot open")
+        """
+    )
+    assert "while handling `OSError`" in derive.derive_trigger(site)
+    assert "inside the loop `for path in paths`" in derive.derive_trigger(site)
+
+
+def test_no_trigger_when_the_code_says_nothing():
+    (site,) = _sites('def f():\n    raise ValueError("always")\n')
+    assert derive.derive_trigger(site) is None
+
+
+def test_mentioned_flags_and_environment_variables():
+    sites = _sites(
+        """
+        def f(cfg):
+            if cfg.dcp_size > 1:
+                raise ValueError(f"--enable-hisparse needs SGLANG_HISPARSE=1, got {cfg.x}; see --tp-size")
+        def g(cfg):
+            if cfg.tp_size > 2:
+                raise ValueError("too many")
+        """
+    )
+    entries = group_sites(tuple(sites), "r/r")
+    flags = derive.known_flags(entries)
+    assert flags == {"--enable-hisparse", "--tp-size"}
+    by_message = {entry.message: entry for entry in entries}
+    assert derive.mentioned_names(by_message["too many"], flags) == ("--tp-size",)
+    first = next(e for e in entries if e.message != "too many")
+    assert derive.mentioned_names(first, flags) == ("--enable-hisparse", "--tp-size", "SGLANG_HISPARSE")
+
+
+DOCSTRINGS = textwrap.dedent(
+    '''
+    class Pool:
+        """A pool."""
+
+        def alloc(
+            self, n: int,
+        ) -> int:  # a comment
+            """Allocate `n` slots.
+
+            Raises when full.
+            """
+            if n > 3:
+                raise ValueError("full")
+
+        def free(self):
+            # no docstring
+            raise ValueError("x")
+    '''
+).splitlines(keepends=True)
+
+
+@pytest.mark.parametrize(
+    ("line", "function", "expected"),
+    [
+        pytest.param(13, "Pool.alloc", "Allocate `n` slots.\n\nRaises when full.", id="multi-line-signature"),
+        pytest.param(17, "Pool.free", None, id="none"),
+        pytest.param(3, "", None, id="module-level"),
+    ],
+)
+def test_docstring_of(line, function, expected):
+    assert derive.docstring_of(DOCSTRINGS, line, function) == expected
+
+
+def test_related_prefers_shared_settings_over_shared_words():
+    sites = _sites(
+        """
+        def a(cfg):
+            if cfg.kv_cache_dtype == "fp8":
+                raise ValueError("fp8 KV cache needs a newer GPU")
+        def b(cfg):
+            if cfg.kv_cache_dtype == "int4":
+                raise ValueError("int4 is experimental")
+        def c(cfg):
+            raise ValueError("fp8 is slow here")
+        def d(cfg):
+            raise ValueError("unrelated words entirely")
+        def e(cfg):
+            if cfg.kv_cache_dtype == "x":
+                raise TypeError("something else")
+        """,
+        path="python/sglang/a.py",
+    ) + _sites('def z():\n    raise ValueError("fp8 again, elsewhere")\n', path="python/sglang/b.py")
+    entries = group_sites(tuple(sites), "r/r")
+    titles = {entry.id: entry.message for entry in entries}
+    related = derive.related_errors(entries, limit=2)
+    first = next(e.id for e in entries if e.message == "fp8 KV cache needs a newer GPU")
+    assert [titles[i] for i in related[first]][0] in {"int4 is experimental", "something else"}
+    # Determinism: the same entries give the same ranking.
+    assert derive.related_errors(entries, limit=2) == related
+
+
+@pytest.mark.real
+def test_related_errors_of_the_kv4_error_are_about_platforms_or_kv_cache_dtypes(sglang):
+    entries = group_sites(sglang.sites, sglang.upstream.repo)
+    by_id = {entry.id: entry for entry in entries}
+    kv4 = next(e for e in entries if e.message == "KV4 is not tested on non-CUDA platforms.")
+    related = derive.related_errors(entries)[kv4.id]
+    titles = [by_id[other].title for other in related]
+    assert len(titles) == 5
+    topics = ("cuda", "hip", "rocm", "musa", "npu", "platform", "kv4", "kv_cache_dtype", "kv-cache-dtype", "kv cache dtype")
+    assert all(any(topic in title.lower() for topic in topics) for title in titles), titles
+    # At most two come from the error's own file, so the list reaches beyond one module.
+    assert sum(by_id[other].sites[0].path == kv4.sites[0].path for other in related) <= 2
+    assert any("HiSparse" in title and "kv" in title.lower() for title in titles), titles

@@ -1,0 +1,166 @@
+"""Rendering: hostile upstream and curated text comes out escaped; Markdown links are filtered."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from generator import api, render
+from generator.model import Article, Curated, ExampleFix, Location, Placeholder, Related, Site, Snippet, Solution, Template, Upstream
+
+UPSTREAM = Upstream(repo="o/r", source="git:x@main", revision="abc123", date="2026-01-01T00:00:00Z")
+INFO = render.SiteInfo(UPSTREAM, "https://kb.example.org/", "https://example.org/report")
+
+
+def article(parts, curated=None, path="python/sglang/m.py", function="f", conditions=(), related=()) -> Article:
+    template = Template(tuple(parts))
+    site = Site("raise", "ValueError", template, path, 3, 3, function, conditions, (), None, 1, 5)
+    snippet = Snippet(1, ("a", "b", "raise X", "c", "d"), ("a", "b", "<span>raise</span> X", "c", "d"))
+    return Article(
+        id="0123456789abcdef",
+        status="active",
+        title=template.text,
+        kind="raise",
+        exception="ValueError",
+        template=template,
+        locations=(Location(site, UPSTREAM.url(path, 3), snippet, "Doc <b>string</b>"),),
+        curated=curated,
+        trigger="It is raised when `x` is `<y>`.",
+        trigger_curated=False,
+        mentions=(),
+        related=related,
+    )
+
+
+def curated_with(**fields) -> Curated:
+    values = dict(
+        id="0123456789abcdef", path="content/errors/0123456789abcdef.yaml", message=None, explanation="Plain.",
+        solutions=(), example_fix=None, situations=(), trigger=None, tags=(), fingerprint=None,
+    )
+    values.update(fields)
+    return Curated(**values)
+
+
+def page(a: Article) -> str:
+    env = render.environment()
+    return env.get_template("error.html").render(render.error_page(a, INFO))
+
+
+HOSTILE = [
+    pytest.param("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;", id="script"),
+    pytest.param("{{ 7 * 7 }} {% raw %}", "{{ 7 * 7 }} {% raw %}", id="jinja-syntax"),
+    pytest.param("\u202eevil\u202c mirrored", "\u202eevil\u202c mirrored", id="rtl"),
+    pytest.param("nul\0byte", "nul\ufffdbyte", id="nul"),
+    pytest.param('"quoted" & <b>', "&#34;quoted&#34; &amp; &lt;b&gt;", id="quotes-ampersand"),
+]
+
+
+@pytest.mark.parametrize(("message", "shown"), HOSTILE)
+def test_hostile_messages_are_escaped(message, shown):
+    html = page(article([message, Placeholder("<x>")]))
+    assert shown in html
+    assert "<script>" not in html and "\0" not in html
+    assert "49" not in html
+    assert '<span class="ph" title="filled in at run time">{&lt;x&gt;}</span>' in html
+
+
+def test_long_message_title_is_cut_at_a_word_boundary():
+    long = "word " * 100
+    html = page(article([long]))
+    title = re.search(r"<title>(.*?)</title>", html).group(1)
+    assert title.startswith("word word") and "\u2026" in title and "wor\u2026" not in title
+    assert render.shorten("alpha beta gamma", 12) == "alpha beta\u2026"
+
+
+@pytest.mark.parametrize(
+    ("markdown", "present", "absent"),
+    [
+        pytest.param("<script>x()</script>", "&lt;script&gt;", "<script>", id="raw-html-off"),
+        pytest.param("[a](javascript:alert(1))", "[a](javascript:alert(1))", 'href="javascript', id="javascript-link"),
+        pytest.param("[a](JaVaScRiPt:alert(1))", "[a]", "href=", id="javascript-any-case"),
+        pytest.param("[a](data:text/html,x)", "[a]", "href=", id="data-link"),
+        pytest.param("[a](vbscript:x)", "[a]", "href=", id="vbscript-link"),
+        pytest.param("[a](https://example.org/x)", 'href="https://example.org/x"', "javascript", id="https-kept"),
+        pytest.param("[a](../other/)", 'href="../other/"', "javascript", id="relative-kept"),
+        pytest.param("![i](javascript:x)", "![i]", "<img", id="javascript-image"),
+    ],
+)
+def test_curated_markdown_is_safe(markdown, present, absent):
+    html = str(render.markdown(markdown))
+    assert present in html
+    assert absent not in html
+
+
+def test_curated_sections_render_in_spec_order_and_escape():
+    curated = curated_with(
+        explanation="Means **this** <img src=x onerror=alert(1)>",
+        solutions=(Solution("Use <b>flag</b>", "Run `--x`. [bad](javascript:alert(1))"),),
+        example_fix=ExampleFix("python -m sglang.launch_server --x '<y>'", "python -m sglang.launch_server"),
+        situations=("On **AMD** GPUs",),
+        review=True,
+    )
+    html = page(article(["Boom"], curated=curated, related=(Related("fedcba9876543210", "Other <error>"),)))
+    order = [html.index(f'id="{section}"') for section in ("message", "meaning", "source", "solutions", "example", "when", "related")]
+    assert order == sorted(order)
+    assert "<strong>this</strong>" in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "Use &lt;b&gt;flag&lt;/b&gt;" in html and 'href="javascript' not in html
+    assert "&lt;y&gt;" in html and "<strong>AMD</strong>" in html
+    assert "waiting for review" in html
+    assert "No explanation has been written" not in html
+    assert 'href="../../errors/fedcba9876543210/">Other &lt;error&gt;</a>' in html
+
+
+def test_uncurated_page_says_so_and_shows_what_the_code_says():
+    html = page(article(["Boom"], conditions=("not is_cuda()",)))
+    assert "No explanation has been written for this error yet" in html
+    assert "errorkb scaffold 0123456789abcdef" in html
+    assert "Doc &lt;b&gt;string&lt;/b&gt;" in html
+    assert "<code>&lt;y&gt;</code>" in html  # the derived trigger, escaped
+    assert '<span class="row hit"><span class="ln" aria-hidden="true">3</span><span>raise</span> X' in html
+    assert 'href="https://github.com/o/r/blob/abc123/python/sglang/m.py#L3"' in html
+
+
+def test_links_are_relative_and_footer_names_the_revision():
+    html = page(article(["Boom"]))
+    hrefs = re.findall(r'(?:href|src)="([^"]*)"', html)
+    internal = [h for h in hrefs if not h.startswith("https://")]
+    assert internal and all(not h.startswith("/") for h in internal)
+    assert '<html lang="en" data-root="../../">' in html
+    assert "abc123" in html and "2026-01-01" in html and 'href="../../api/errors/0123456789abcdef.json"' in html
+    assert 'href="https://example.org/report"' in html
+    assert '<link rel="canonical" href="https://kb.example.org/errors/0123456789abcdef/">' in html
+
+
+def test_document_validates_and_is_stable_json():
+    curated = curated_with(solutions=(Solution("t", "b"),), example_fix=ExampleFix("a", "b"), situations=("s",))
+    document = api.error_document(article(["Boom ", Placeholder("x")], curated=curated), UPSTREAM)
+    jsonschema.Draft202012Validator(api.error_schema("https://kb.example.org/")).validate(document)
+    data = api.dumps(document)
+    assert data.endswith(b"}\n") and json.loads(data) == document
+    assert list(json.loads(data)) == sorted(document)
+    assert document["message"] == "Boom {x}" and document["locations"][0]["snippet"]["code"].startswith("a\nb\n")
+
+
+def test_schema_rejects_a_wrong_document():
+    validator = jsonschema.Draft202012Validator(api.error_schema("https://kb.example.org/"))
+    document = api.error_document(article(["Boom"]), UPSTREAM)
+    assert validator.is_valid(document)
+    assert not validator.is_valid({**document, "status": "gone"})
+    assert not validator.is_valid({**document, "status": "moved"})  # moved needs moved_to
+    assert not validator.is_valid({**document, "id": "XYZ"})
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        "It is raised in `f` when `a` is `b`.",
+        "It is raised in `f` when all of these hold:\n\n- `a` is `<b>`\n- the platform is not CUDA\n- `s` is `` ` ``\n",
+        "It is raised in `f` inside the loop `for x in y` and while handling `OSError`, whatever the settings.",
+        "It is raised when `x` is `a & b` or `y` is ` `` `.",
+    ],
+)
+def test_derived_markdown_matches_markdown_it(trigger):
+    assert render.derived_markdown(trigger) == render.markdown(trigger)
