@@ -74,13 +74,15 @@ _CARETS = re.compile(r"^[ \t]*[\^~]+[ \t]*$")
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """One error a paste may be: its id, title (`message` when it has literal text, else what
-    it checks), exception, kind, and the score it ranked by (higher is better)."""
+    it checks), exception, kind, where it is first raised (`file.py in function`, which tells
+    apart asserts of the same condition), and the score it ranked by (higher is better)."""
 
     id: str
     title: str
     message: str | None
     exception: str | None
     kind: str
+    where: str
     score: float
 
     @property
@@ -315,6 +317,15 @@ def _distinct_places(sites: tuple[Site, ...]) -> list[Site]:
     return places
 
 
+def location_of(entry: ErrorEntry) -> str:
+    """The entry's first location in short: `model_runner.py in ModelRunner.load`, and how
+    many other places raise it."""
+    site = entry.sites[0]
+    text = site.path.rsplit("/", 1)[-1] + (f" in {site.function}" if site.function else "")
+    others = len({(s.path, s.function) for s in entry.sites}) - 1
+    return text + (f" and {others} more" if others else "")
+
+
 def site_signature(site: Site) -> str:
     """The squashed start of the statement a traceback prints for the site: `assert<condition>`,
     `raise<Exception>` or `warnings.warn`."""
@@ -399,7 +410,7 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
         documents_out[f"{INDEX_DIR}/f/{number}.json"] = shard
     for start in range(0, count, ENTRY_CHUNK):
         documents_out[f"{INDEX_DIR}/e/{start // ENTRY_CHUNK}.json"] = [
-            [entry.id, entry.exception, entry.kind, entry.title, int(entry.message is not None)]
+            [entry.id, entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)]
             for entry in ordered[start : start + ENTRY_CHUNK]
         ]
     return documents_out
@@ -591,8 +602,8 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     candidates = []
     chunk = manifest["entry_chunk"]
     for score, number in results[:limit]:
-        error_id, exception, kind, title, has_message = index.piece(f"e/{number // chunk}.json")[number % chunk]
-        candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, score))
+        error_id, exception, kind, title, has_message, place = index.piece(f"e/{number // chunk}.json")[number % chunk]
+        candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, place, score))
     return candidates
 
 

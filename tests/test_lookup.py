@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -51,8 +52,9 @@ def test_lookup_text_names_title_id_and_page(site: Path, capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
     assert lines[0].endswith("HiSparse requires one of {CHOICES} KV cache dtypes, but got --kv-cache-dtype={kv_cache_dtype}.")
-    error_id = lines[1].split(" · ")[1]
-    assert lines[1].strip() == f"ValueError · {error_id} · errors/{error_id}/"
+    page = lines[1].split(" · ")[-1]
+    assert re.fullmatch("errors/[0-9a-f]{16}/", page)
+    assert lines[1].strip() == f"ValueError · hisparse_hook.py in check · {page}"
 
 
 def test_lookup_reads_a_traceback_on_stdin(site: Path, capsys, monkeypatch) -> None:

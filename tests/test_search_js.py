@@ -73,11 +73,12 @@ def assert_same_ranking(python_results, js_results, paste: str) -> None:
     assert [r["id"] for r in js_results] == [c.id for c in python_results], paste[:80]
     for mine, theirs in zip(python_results, js_results):
         assert theirs["score"] == pytest.approx(mine.score, abs=2e-6)
-        assert (theirs["title"], theirs["message"], theirs["exception"], theirs["kind"]) == (
+        assert (theirs["title"], theirs["message"], theirs["exception"], theirs["kind"], theirs["where"]) == (
             mine.title,
             mine.message,
             mine.exception,
             mine.kind,
+            mine.where,
         )
 
 

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for candidate in candidates:
             print(f"{candidate.score:6.2f}  {candidate.title}")
-            print(f"        {candidate.exception or 'unknown exception'} · {candidate.id} · {candidate.page}")
+            print(f"        {candidate.exception or 'unknown exception'} · {candidate.where} · {candidate.page}")
     if not candidates:
         print("errorkb: lookup: no error matches this text", file=sys.stderr)
         return EXIT_NOTHING
@@ -73,5 +73,6 @@ def record(candidate: Candidate) -> dict:
         "title": candidate.title,
         "exception": candidate.exception,
         "kind": candidate.kind,
+        "where": candidate.where,
         "page": candidate.page,
     }

@@ -237,7 +237,7 @@
 
   /*
    * The errors a paste most likely is, best first: [{id, title, message, exception, kind,
-   * score}]. `index.piece(name)` returns a promise of one index file's JSON. `early`, if
+   * where, score}]. `index.piece(name)` returns a promise of one index file's JSON. `early`, if
    * given, is called once the word and template shards are in, with the results whose titles
    * those shards already hold, before the entry chunks arrive.
    */
@@ -276,7 +276,7 @@
           if (paste.exception && exception === paste.exception) value += manifest.named_exception;
           var slot = slotOf(number);
           slot[0] = Math.max(slot[0], value);
-          known.set(number, { id: record[1], title: record[3], message: record[3], exception: exception, kind: null });
+          known.set(number, { id: record[1], title: record[3], message: record[3], exception: exception, kind: null, where: null });
         }
       });
     });
@@ -344,7 +344,15 @@
     }));
     return results.map(function (item, i) {
       var row = chunks[i][item[1] % chunk];
-      return { id: row[0], title: row[3], message: row[4] ? row[3] : null, exception: row[1], kind: row[2], score: item[0] };
+      return {
+        id: row[0],
+        title: row[3],
+        message: row[4] ? row[3] : null,
+        exception: row[1],
+        kind: row[2],
+        where: row[5],
+        score: item[0],
+      };
     });
   }
 
@@ -418,7 +426,8 @@
         link.textContent = result.title;
         var about = document.createElement("span");
         about.className = "search-result-meta";
-        about.textContent = " " + (result.exception || "unknown exception") + (result.kind ? " · " + result.kind : "");
+        about.textContent =
+          " " + (result.exception || "unknown exception") + (result.where ? " · " + result.where : "");
         item.append(link, about);
         list.append(item);
       });
