@@ -248,12 +248,12 @@ def query_tokens(paste: Paste) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class _Matcher:
     """A template as the index stores it: squashed literal segments in order, and whether the
-    template starts and ends with literal text (else any value may come before or after)."""
+    template starts and ends with literal text (else any value may come before or after), and
+    the words a paste of it always shows whole (`anchors`; the rarest picks its shard)."""
 
     segments: tuple[str, ...]
     starts: bool
     ends: bool
-    literal: int
     anchors: tuple[str, ...]
 
 
@@ -275,7 +275,7 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
         return None
     starts = isinstance(parts[0], str) and bool(squash(parts[0]))
     ends = isinstance(parts[-1], str) and bool(squash(parts[-1]))
-    return _Matcher(tuple(segments), starts, ends, sum(units(s) for s in segments), tuple(dict.fromkeys(anchors)))
+    return _Matcher(tuple(segments), starts, ends, tuple(dict.fromkeys(anchors)))
 
 
 def _safe_tokens(literal: str, first: bool, last: bool) -> list[str]:
