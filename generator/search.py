@@ -32,7 +32,7 @@ from typing import Any
 from generator.errors import ErrorkbError
 from generator.model import ErrorEntry, Placeholder, Site
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 INDEX_DIR = "search"
 TOKEN_BUCKETS = 1024
 FILE_BUCKETS = 128
@@ -437,12 +437,12 @@ class SearchIndex:
     `KeyError` / `OSError` when it is missing.
     """
 
-    def __init__(self, read: Callable[[str], Any]) -> None:
+    def __init__(self, read: Callable[[str], Any], origin: str = "") -> None:
         self._read = read
         self._pieces: dict[str, Any] = {}
         self.manifest = self.piece("manifest.json")
         if not isinstance(self.manifest, dict) or self.manifest.get("version") != INDEX_VERSION:
-            raise ErrorkbError(f"{INDEX_DIR}/manifest.json: not a version {INDEX_VERSION} search index")
+            raise ErrorkbError(f"{origin}{INDEX_DIR}/manifest.json: not a version {INDEX_VERSION} search index; rebuild the site")
 
     def piece(self, name: str) -> Any:
         if name not in self._pieces:
@@ -472,7 +472,7 @@ class SearchIndex:
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise ErrorkbError(f"{root / path}: unreadable search index ({error})") from None
 
-        return cls(read)
+        return cls(read, f"{root}/")
 
 
 # ---------------------------------------------------------------------------------------------

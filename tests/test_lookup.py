@@ -104,6 +104,15 @@ def test_lookup_with_a_corrupt_index(site: Path, capsys) -> None:
     assert line.startswith(f"errorkb: {site}/search/t/") and "unreadable search index" in line
 
 
+def test_lookup_with_an_index_of_another_version(site: Path, capsys) -> None:
+    manifest = site / "search" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"version":', '"version":1000,"was":'))
+    assert main(["lookup", "--site", str(site), PASTED]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"errorkb: {site}/search/manifest.json: not a version 2 search index; rebuild the site"
+    )
+
+
 @pytest.mark.real
 def test_lookup_from_the_source(capsys) -> None:
     argv = ["lookup", "--source", f"pypi:sglang=={conftest.DEFAULT_VERSION}", "--cache-dir", str(conftest.test_cache_dir()), "--json"]

@@ -21,6 +21,8 @@
   var WARNING_LINE = /^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$/;
   var WORD_CHAR = /[A-Za-z0-9_]/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
+  // The index format this code reads (search/manifest.json "version"), as in search.py.
+  var INDEX_VERSION = 2;
   // A pasted log can be long; the error is at its end, and its message has fewer words than this.
   var MAX_PASTE = 20000;
   var MAX_WORDS = 80;
@@ -245,6 +247,7 @@
     limit = limit || 10;
     var paste = parsePaste(text.slice(-MAX_PASTE));
     var manifest = await index.piece("manifest.json");
+    if (manifest.version !== INDEX_VERSION) throw new Error("search index version " + manifest.version + ", expected " + INDEX_VERSION);
     var words = queryTokens(paste);
     var forms = messagesOf(paste);
     var names = unique(words.map(function (w) {
