@@ -18,6 +18,7 @@ import json
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -93,10 +94,14 @@ def build(
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, {file.path: file.blob_sha for file in extraction.files})
-        unchanged = manifest.unchanged(digests)
+        unchanged, hashes = manifest.unchanged(digests), manifest.file_hashes()
+        # Until the new tree is in place and described, no manifest: a build killed after the
+        # swap must not leave one describing the tree before it.
+        manifest.clear()
+        stamp.clear()
         files = site_files(articles, entries, info, changes, jobs, unchanged)
-        total, written = write_site(files, inputs.out)
-        manifest.save(digests)
+        total, written, hashes = write_site(files, inputs.out, hashes)
+        manifest.save(digests, hashes)
         result = BuildResult(
             out=inputs.out,
             upstream=extraction.upstream,
@@ -138,6 +143,9 @@ class BuildStamp:
         if digest != self.digest or not (self.out / "index.html").is_file():
             return None
         return replace(result, written=0)
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
 
     def save(self, result: BuildResult) -> None:
         _write_atomic(self.path, pickle.dumps((self.digest, result)))
@@ -267,8 +275,19 @@ class PageManifest:
             and (self.out / "api" / "errors" / f"{error}.json").is_file()
         )
 
-    def save(self, digests: Mapping[str, str]) -> None:
-        _write_atomic(self.path, json.dumps({"salt": self.salt, "pages": digests}, sort_keys=True).encode())
+    def file_hashes(self) -> dict[str, str]:
+        """The digest of every file the last build wrote into `out`, by path."""
+        try:
+            return dict(json.loads(self.path.read_bytes())["files"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def save(self, digests: Mapping[str, str], hashes: Mapping[str, str]) -> None:
+        record = {"salt": self.salt, "pages": digests, "files": hashes}
+        _write_atomic(self.path, json.dumps(record, sort_keys=True).encode())
 
 
 def _render_errors(articles: tuple[Article, ...], info: render.SiteInfo, jobs: int | None) -> Iterator[tuple[str, bytes]]:
@@ -332,15 +351,22 @@ def build_lock(out: Path):
         handle.close()
 
 
-def write_site(files: Iterable[tuple[str, bytes | None]], out: Path) -> tuple[int, int]:
+def write_site(
+    files: Iterable[tuple[str, bytes | None]], out: Path, previous: Mapping[str, str] | None = None
+) -> tuple[int, int, dict[str, str]]:
     """Write every file into a new folder beside `out`, then swap it in; returns (files,
-    files whose bytes changed). Unchanged files are hard links to the previous build's, and
-    so is a file given as None."""
+    files whose bytes changed, digest of each file by path).
+
+    Unchanged files are hard links to the previous build's, and so is a file given as None.
+    `previous` holds the digests of the files the last build wrote, so telling an unchanged
+    file costs a hash in memory rather than a read; without it the old file is read.
+    """
     out = out.absolute()
     # Leftovers of a build that was killed: never part of any site.
     for stale in [*out.parent.glob(f".{out.name}.tmp-*"), *out.parent.glob(f".{out.name}.old-*")]:
         shutil.rmtree(stale, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    hashes: dict[str, str] = {}
     try:
         total = written = 0
         made: set[Path] = set()
@@ -352,7 +378,12 @@ def write_site(files: Iterable[tuple[str, bytes | None]], out: Path) -> tuple[in
             total += 1
             if data is None:
                 _link_previous(out / relative, target)
-            elif not _keep_previous(out / relative, target, data):
+                if previous and relative in previous:
+                    hashes[relative] = previous[relative]
+                continue
+            digest = hashes[relative] = hashlib.blake2b(data, digest_size=16).hexdigest()
+            known = None if not previous else previous.get(relative) == digest
+            if not _keep_previous(out / relative, target, data, known):
                 target.write_bytes(data)
                 written += 1
         os.chmod(staging, 0o755)
@@ -360,13 +391,17 @@ def write_site(files: Iterable[tuple[str, bytes | None]], out: Path) -> tuple[in
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return total, written
+    return total, written, hashes
 
 
-def _keep_previous(previous: Path, target: Path, data: bytes) -> bool:
-    """Link the previous build's file when its bytes are the same; False when they differ."""
+def _keep_previous(previous: Path, target: Path, data: bytes, known: bool | None) -> bool:
+    """Link the previous build's file when its bytes are the same; False when they differ.
+    `known` says whether the last build's digest matched; None when there is none to ask."""
     try:
-        if previous.stat().st_size != len(data) or previous.read_bytes() != data:
+        if known is None:
+            if previous.stat().st_size != len(data) or previous.read_bytes() != data:
+                return False
+        elif not known:
             return False
         os.link(previous, target)
         return True
@@ -395,7 +430,23 @@ def _swap(staging: Path, out: Path) -> None:
     os.rmdir(retired)
     os.replace(out, retired)
     os.replace(staging, out)
-    shutil.rmtree(retired, ignore_errors=True)
+    _remove_in_background(retired)
+
+
+def _remove_in_background(folder: Path) -> None:
+    """Delete the previous tree without making the build wait: removing 27,000 folders takes
+    seconds, and the new site is already in place. A removal that never finishes is redone by
+    the next build, which clears `.<out>.old-*` first."""
+    try:
+        subprocess.Popen(
+            ["rm", "-rf", "--", str(folder)],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -177,3 +177,43 @@ def test_build_command(tmp_path, repo, capsys):
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "no such revision" in err
     assert (tmp_path / "out/index.html").is_file()
+
+
+def test_serve_answers_pages_extensionless_api_and_reloads(tmp_path, repo):
+    import threading
+    import urllib.error
+    import urllib.request
+    from functools import partial
+    from http.server import ThreadingHTTPServer
+
+    from generator.commands.serve import RELOAD, Handler, Preview
+
+    run_build(tmp_path, repo)
+    site = tmp_path / "site"
+    error = json.loads((site / "api/errors/index.json").read_text())["errors"][0]["id"]
+    watched = tmp_path / "content"
+    watched.mkdir(exist_ok=True)
+    rebuilds = []
+    preview = Preview(lambda: rebuilds.append(1), (watched,))
+    handler = type("H", (Handler,), {"preview": preview})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        with urllib.request.urlopen(f"{base}/api/errors/{error}", timeout=10) as response:
+            assert response.headers["Content-Type"].startswith("application/json")
+            assert json.load(response)["id"] == error
+        with urllib.request.urlopen(f"{base}/errors/{error}/", timeout=10) as response:
+            assert RELOAD in response.read().decode()
+        assert RELOAD.encode() not in (site / f"errors/{error}/index.html").read_bytes()
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"{base}/nothing/here", timeout=10)
+        assert missing.value.code == 404
+        assert not preview.poll()
+        (watched / "new.yaml").write_text("x: 1\n")
+        assert preview.poll() and rebuilds == [1] and preview.version == 1
+        with urllib.request.urlopen(f"{base}/__errorkb/version", timeout=10) as response:
+            assert response.read() == b"1"
+    finally:
+        server.shutdown()
+        server.server_close()

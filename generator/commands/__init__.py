@@ -3,6 +3,6 @@
 Each parser sets `run` (taking the parsed arguments, returning the exit code) as its default.
 """
 
-from generator.commands import build, check, diff, extract, lookup, review, scaffold
+from generator.commands import build, check, diff, extract, lookup, review, scaffold, serve
 
-COMMANDS = (extract, build, check, scaffold, review, lookup, diff)
+COMMANDS = (extract, build, check, scaffold, review, lookup, diff, serve)

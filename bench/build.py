@@ -1,0 +1,95 @@
+"""Benchmark: a full `errorkb build` of a real SGLang release against the one-process
+`ast.parse` floor, measured in the same run.
+
+    python bench/build.py [--source pypi:sglang==0.5.23] [--content content]
+
+Prints the machine, the floor (every file's bytes in memory, parsed with `ast.parse` in this
+one process), the cold build (empty cache but for the downloaded release, empty output), the
+rebuild with nothing changed, a rebuild after a template changed (every page rendered again,
+extraction and highlighting from the cache), each build's peak memory, the page count, and the
+ratios issue #4 sets: cold <= 4x floor, nothing-changed rebuild < 5 s, peak < 2 GB. Each build
+runs as its own `errorkb build` process so its peak memory is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from generator.config import Config  # noqa: E402
+from generator.upstream import open_source  # noqa: E402
+
+
+def floor(source) -> float:
+    texts = [source.read(f) for f in source.files()]
+    start = time.perf_counter()
+    for text in texts:
+        ast.parse(text)
+    return time.perf_counter() - start
+
+
+def run_build(args: list[str], before: list[str] = ()) -> tuple[float, float]:
+    """Wall seconds and peak resident MB of one `errorkb build` process (and its workers)."""
+    command = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "generator", *before, "build", *args]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"build failed:\n{done.stderr}")
+    lines = done.stderr.strip().splitlines()
+    print("   ", next(line for line in lines if line.startswith("build:")))
+    return seconds, int(lines[-1]) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", default=Config().source)
+    parser.add_argument("--content", type=Path, default=ROOT / "content")
+    parser.add_argument("--cache-dir", type=Path, default=Config().cache_dir, help="where the release is downloaded")
+    options = parser.parse_args()
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
+    source = open_source(options.source, Config(), options.cache_dir)
+    print(f"source: {options.source}, {len(source.files())} files")
+    ast_floor = floor(source)
+    print(f"ast.parse floor (one process): {ast_floor:.2f} s")
+
+    with tempfile.TemporaryDirectory(prefix="errorkb-bench-") as scratch:
+        scratch = Path(scratch)
+        cache = scratch / "cache"
+        if (options.cache_dir / "pypi").is_dir():
+            shutil.copytree(options.cache_dir / "pypi", cache / "pypi")
+        out = scratch / "site"
+        common = ["--source", options.source, "--content", str(options.content), "--cache-dir", str(cache), "--out", str(out)]
+
+        cold, cold_peak = run_build(common)
+        pages = sum(1 for _ in (out / "errors").iterdir())
+        files = sum(1 for p in out.rglob("*") if p.is_file())
+        print(f"cold build: {cold:.2f} s = {cold / ast_floor:.2f}x floor (target <= 4x), peak {cold_peak:.0f} MB, "
+              f"{pages} error pages, {files} files")
+
+        warm, warm_peak = run_build(common)
+        print(f"rebuild, nothing changed: {warm:.2f} s (target < 5 s), peak {warm_peak:.0f} MB")
+
+        # Another base URL changes every page's canonical link: every page is rendered
+        # again, nothing is extracted or highlighted again.
+        settings = scratch / "errorkb.toml"
+        settings.write_text('[errorkb]\nbase_url = "https://bench.example.org/"\n')
+        render_all, render_peak = run_build(common, ["--config", str(settings)])
+        print(f"rebuild after a settings change (all pages rendered): {render_all:.2f} s, peak {render_peak:.0f} MB")
+        print(f"peak memory of any build: {max(cold_peak, warm_peak, render_peak):.0f} MB (target < 2048 MB)")
+
+
+if __name__ == "__main__":
+    main()
