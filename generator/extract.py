@@ -629,13 +629,21 @@ def _percent(fmt: str, arguments: cst.BaseExpression) -> list[str | Placeholder]
             parts.append("%")
             continue
         value = next(values_iter)
-        spec = (match.group("flags") or "") + (match.group("width") or "")
-        if match.group("precision"):
-            spec += "." + match.group("precision")
-        if kind in "ra":
-            parts.append(replace(value, conversion=kind))
+        flags, width, precision = match.group("flags") or "", match.group("width") or "", match.group("precision")
+        # printf's `-` flag left-justifies; in a format spec `-` is a sign, so it becomes `<`
+        # (and a `0` pad is dropped, as printf ignores it then).
+        align = "<" if "-" in flags else ""
+        flags = flags.replace("-", "").replace("0", "") if align else flags
+        size = width + ("." + precision if precision else "")
+        if kind in "rsa":
+            # `%s`, `%r`, `%a` convert first and pad to the right by default, unlike `format`.
+            if size:
+                parts.append(replace(value, conversion=kind, format_spec=(align or ">") + size))
+            else:
+                parts.append(replace(value, conversion=kind) if kind != "s" else value)
         else:
-            parts.append(replace(value, format_spec=spec + kind) if spec else value)
+            spec = align + flags + size
+            parts.append(replace(value, format_spec=spec + ("d" if kind in "iu" else kind)) if spec else value)
     parts.append(fmt[position:])
     return parts
 

@@ -101,6 +101,11 @@ TEMPLATES = [
     pytest.param("raise E('%r only' % x)", "{x!r} only", id="percent-single"),
     pytest.param("raise E('%.2f%% done' % ratio)", "{ratio:.2f}% done", id="percent-spec-and-escape"),
     pytest.param("raise E('%(a)s/%(b)s' % {'a': x, 'b': y})", "{x}/{y}", id="percent-dict"),
+    # Found by tests/test_extract_properties.py: printf's `-` flag and a padded `%s`/`%r` must
+    # become a format spec that gives the same text (`-` is a sign there; `format` pads a
+    # string on the right, `%` on the left).
+    pytest.param("raise E('%-5d|%5s|%-4s|%8r' % (a, b, c, d))", "{a:<5d}|{b!s:>5}|{c!s:<4}|{d!r:>8}", id="percent-width-flags"),
+    pytest.param("raise E('%.2s and %5i' % (a, b))", "{a!s:>.2} and {b:5d}", id="percent-precision-and-i"),
     pytest.param("raise E('tab\\there')", "tab\there", id="escape-decoded"),
     pytest.param("raise E(f'tab\\t{x}')", "tab\t{x}", id="escape-decoded-f-string"),
     pytest.param("raise E(rf'raw\\d{x}')", "raw\\d{x}", id="raw-f-string"),
