@@ -18,11 +18,16 @@ def add_parser(subcommands) -> None:
         description="Extract upstream, join the curated content and write the site: a page and a JSON "
         "document per error, browse pages, sitemap. The previous site stays whole until the new one is complete.",
     )
+    add_site_options(parser)
+    parser.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
+    parser.set_defaults(run=run)
+
+
+def add_site_options(parser: argparse.ArgumentParser) -> None:
+    """--source, --cache-dir, --out and --content, shared by `build` and `serve`."""
     add_source_options(parser)
     parser.add_argument("--out", metavar="DIR", type=Path, help="output folder (default: from errorkb.toml, site/)")
     parser.add_argument("--content", metavar="DIR", type=Path, help="curated content folder (default: content/)")
-    parser.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,8 @@ from functools import partial
 from pathlib import Path
 
 from generator.build import build, inputs_of
-from generator.commands.common import add_source_options, config_of
+from generator.commands.build import add_site_options
+from generator.commands.common import config_of
 from generator.errors import ErrorkbError
 from generator.render import TEMPLATES
 
@@ -36,9 +37,7 @@ def add_parser(subcommands) -> None:
         description="Build the site, serve it on localhost, rebuild when content/ or templates/ change and "
         "reload the browser. /api/errors/<id> is served as JSON, as hosts honouring _redirects do.",
     )
-    add_source_options(parser)
-    parser.add_argument("--out", metavar="DIR", type=Path, help="output folder (default: from errorkb.toml)")
-    parser.add_argument("--content", metavar="DIR", type=Path, help="curated content folder (default: content/)")
+    add_site_options(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     parser.add_argument("--no-build", action="store_true", help="serve the existing site without building it first")
