@@ -365,7 +365,7 @@ def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tupl
             crumbs=[(f"{root}modules/", "modules")] + crumbs,
             folders=[(f"{root}modules/{child}/", posixpath.basename(child) + "/", counts[child]) for child in sorted(children[folder])],
             groups=[
-                (file, [_entry_link(article, root) for article in sorted(by_file[file], key=lambda a: (a.locations[0].site.line, a.id))])
+                (posixpath.basename(file), [_entry_link(article, root) for article in sorted(by_file[file], key=lambda a: (a.locations[0].site.line, a.id))])
                 for file in sorted(files_in.get(folder, ()))
             ],
         )
