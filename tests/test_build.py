@@ -85,7 +85,7 @@ def test_build_writes_pages_documents_and_browse_pages(tmp_path, repo):
     assert b"/api/errors/:id /api/errors/:id.json 200" in files["_redirects"]
     assert f"https://errorkb.example.org/errors/{kv4['id']}/".encode() in files["sitemap.xml"]
     home = files["index.html"].decode()
-    assert ('<form role="search" id="search-form" action=""><label for="search-input">') in home
+    assert ('<form role="search" id="search-form" action="./"><label for="search-input">') in home
     assert '<textarea id="search-input" name="q"></textarea><button type="submit">Search</button></form><div id="search-results" aria-live="polite"></div>' in home
     assert '<script src="static/search.js" defer></script>' in home and 'data-root=""' in home
     for path, data in files.items():
