@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from generator import api, derive, render
+from generator import api, audit, derive, history, render
+from generator.content import curated_json_schema
 from generator.config import Config
 from generator.errors import BuildError
 from generator.highlight import excerpter_version, read_excerpts
@@ -48,6 +49,8 @@ class BuildResult:
     files: int
     written: int
     problems: tuple[Problem, ...]
+    orphans: tuple[str, ...] = ()
+    stale: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,24 +76,25 @@ def inputs_of(config: Config, source: str | None = None, out: Path | None = None
     )
 
 
-def build(
-    config: Config,
-    inputs: Inputs,
-    ledger: tuple[LedgerRecord, ...] = (),
-    changes: tuple[Change, ...] = (),
-    jobs: int | None = None,
-) -> BuildResult:
-    """The whole site for one upstream revision, swapped into `inputs.out` at the end."""
+def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResult:
+    """The whole site for one upstream revision, swapped into `inputs.out` at the end; then
+    the ledger and change list in `inputs.content`, so a build killed before the swap leaves
+    both the previous site and the previous ledger."""
     with build_lock(inputs.out):
         source = open_source(inputs.source, config, inputs.cache_dir)
-        stamp = BuildStamp(inputs, source, ledger, changes)
+        stamp = BuildStamp(inputs, source)
         previous = stamp.previous()
         if previous is not None:
             return previous
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
-        curated = load_content(inputs.content, extraction.upstream.repo)
-        articles = derive_site(source, extraction, entries, curated, ledger, inputs.cache_dir, jobs)
+        past = history.build_history(inputs.content, entries, extraction.upstream)
+        written_here = load_content(inputs.content, extraction.upstream.repo)
+        curated = history.carry_curated(written_here, past.records)
+        by_id = {entry.id: entry for entry in entries}
+        stale = audit.stale_revisions({k: v for k, v in curated.items() if not v.review}, by_id, source)
+        orphans = audit.content_orphans(inputs.content, by_id, past.records)
+        articles = derive_site(source, extraction, entries, curated, past.inactive, inputs.cache_dir, jobs, stale)
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, {file.path: file.blob_sha for file in extraction.files})
@@ -99,9 +103,11 @@ def build(
         # swap must not leave one describing the tree before it.
         manifest.clear()
         stamp.clear()
-        files = site_files(articles, entries, info, changes, jobs, unchanged)
+        coverage = audit.coverage(entries, (k for k in curated if k in by_id))
+        files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage)
         total, written, hashes = write_site(files, inputs.out, hashes)
         manifest.save(digests, hashes)
+        history.save_history(inputs.content, past, extraction.upstream)
         result = BuildResult(
             out=inputs.out,
             upstream=extraction.upstream,
@@ -110,6 +116,8 @@ def build(
             files=total,
             written=written,
             problems=extraction.problems,
+            orphans=tuple(str(orphan) for orphan in orphans),
+            stale=len(stale),
         )
         stamp.save(result)
     return result
@@ -121,11 +129,16 @@ class BuildStamp:
     equals the last build's into the same folder, and that folder is still there, the site
     is already what this build would write and nothing is done."""
 
-    def __init__(self, inputs: Inputs, source: Source, ledger, changes) -> None:
+    def __init__(self, inputs: Inputs, source: Source) -> None:
         key = hashlib.sha256(str(inputs.out.absolute()).encode()).hexdigest()[:16]
         self.path = inputs.cache_dir / "builds" / f"{key}.pickle"
         self.out = inputs.out
-        digest = hashlib.sha256(pickle.dumps((inputs, source.upstream, ledger, changes)))
+        self._inputs, self._source = inputs, source
+        self.digest = self._digest()
+
+    def _digest(self) -> str:
+        inputs, source = self._inputs, self._source
+        digest = hashlib.sha256(pickle.dumps((inputs, source.upstream)))
         package = Path(__file__).resolve().parent
         for folder in (package, render.TEMPLATES, inputs.content):
             for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
@@ -133,7 +146,7 @@ class BuildStamp:
                     digest.update(path.as_posix().encode() + b"\0" + path.read_bytes())
         for file in source.files():
             digest.update(f"{file.path}\0{file.blob_sha}\n".encode())
-        self.digest = digest.hexdigest()
+        return digest.hexdigest()
 
     def previous(self) -> BuildResult | None:
         try:
@@ -148,6 +161,9 @@ class BuildStamp:
         self.path.unlink(missing_ok=True)
 
     def save(self, result: BuildResult) -> None:
+        """Remember this build, digesting the inputs again: the build itself just wrote the
+        ledger into the content folder, and the next build will read that ledger."""
+        self.digest = self._digest()
         _write_atomic(self.path, pickle.dumps((self.digest, result)))
 
 
@@ -169,11 +185,12 @@ def derive_site(
     ledger: tuple[LedgerRecord, ...],
     cache_dir: Path,
     jobs: int | None,
+    stale: Mapping[str, str] | None = None,
 ) -> tuple[Article, ...]:
     """Snippets and docstrings from the source, related errors, triggers: one article per id."""
     excerpts = read_excerpts(source, entries, cache_dir, jobs)
     related = cached_related(entries, cache_dir)
-    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related)
+    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related, stale)
 
 
 def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -206,11 +223,15 @@ def site_files(
     changes: tuple[Change, ...],
     jobs: int | None = None,
     unchanged: frozenset[str] = frozenset(),
+    coverage: audit.Coverage | None = None,
 ) -> Iterator[tuple[str, bytes | None]]:
     """Every file of the site: shared pages, the search index, and each error's page and
     document, rendered on every core. The pages of `unchanged` ids are not rendered again:
     they come as `None`, meaning "the previous build's file"."""
     yield from render.render_shared(articles, info, changes)
+    if coverage is not None:
+        yield from render.render_coverage(coverage, info)
+    yield "api/schema/content.json", api.dumps(curated_json_schema())
     yield from search_files(entries, info.upstream.repo)
     for article in articles:
         if article.id in unchanged:

@@ -147,17 +147,18 @@ def update_ledger(previous: Mapping[str, LedgerRecord], entries: tuple[ErrorEntr
         if not first_build:
             changes.append(Change(error_id, revision, upstream.date, kind, message, detail))
 
+    vanished = [r for r in previous.values() if r.status == "active" and r.id not in current]
+    appeared = [e for e in entries if e.id not in previous or previous[e.id].status != "active"]
+    pairs = pair_rewordings(vanished, appeared)
+    reworded_to = set(pairs.values())
     for entry in entries:
         old = previous.get(entry.id)
         record = _record_of(entry, revision, old)
         records[entry.id] = record
-        if old is None or old.status != "active":
+        if (old is None or old.status != "active") and entry.id not in reworded_to:
             change(entry.id, "added", entry.title)
-        elif (old.path, old.function) != (record.path, record.function):
+        elif old is not None and (old.path, old.function) != (record.path, record.function):
             change(entry.id, "moved", entry.title, f"{old.path}:{old.line} ({old.function or 'module'})")
-    vanished = [r for r in previous.values() if r.status == "active" and r.id not in current]
-    appeared = [e for e in entries if e.id not in previous or previous[e.id].status != "active"]
-    pairs = pair_rewordings(vanished, appeared)
     for old in vanished:
         new_id = pairs.get(old.id)
         if new_id is not None:

@@ -177,6 +177,20 @@ class ChangesPage(Page):
     changes: list[tuple[Change, str]]
 
 
+class CoverageRow(TypedDict):
+    module: str
+    curated: int
+    total: int
+    percent: str
+
+
+class CoveragePage(Page):
+    curated: int
+    total: int
+    percent: str
+    modules: list[CoverageRow]
+
+
 # -- Rendering ---------------------------------------------------------------------------------
 
 
@@ -457,7 +471,7 @@ def render_shared(
         )
     ).encode()
     list_template = env.get_template("list.html")
-    sitemap = ["", "modules/", "exceptions/", "changes/"]
+    sitemap = ["", "modules/", "exceptions/", "changes/", "coverage/"]
     for path, context in [*module_pages(articles, info), *exception_pages(articles, info)]:
         yield path, _html_bytes(list_template.render(context))
         sitemap.append(path[: -len("index.html")])
@@ -486,3 +500,24 @@ def render_shared(
     for static in sorted((TEMPLATES / "static").rglob("*")):
         if static.is_file():
             yield "static/" + static.relative_to(TEMPLATES / "static").as_posix(), static.read_bytes()
+
+
+def render_coverage(coverage, info: SiteInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
+    """How many errors have a curated explanation, overall and per module: a page and JSON.
+    Modules with the most errors still unexplained come first."""
+    env = env or environment()
+    page = _page("coverage/index.html", info, "Explanation coverage",
+                 "How many SGLang errors have a written explanation, per module.", "../api/coverage.json")
+    rows = sorted(coverage.modules, key=lambda m: (-(m.total - m.curated), m.module))
+    context = CoveragePage(
+        **page,
+        curated=coverage.curated,
+        total=coverage.total,
+        percent=f"{coverage.percent:.1f}",
+        modules=[
+            CoverageRow(module=m.module, curated=m.curated, total=m.total, percent=f"{100 * m.curated / m.total:.1f}")
+            for m in rows
+        ],
+    )
+    yield "coverage/index.html", _html_bytes(env.get_template("coverage.html").render(context))
+    yield "api/coverage.json", api.dumps(coverage.as_json())

@@ -16,6 +16,7 @@ from generator.build import build, build_lock, inputs_of, write_site
 from generator.cli import main
 from generator.config import Config
 from generator.errors import BuildError
+from generator.history import load_ledger, write_history
 from generator.model import Change, LedgerRecord
 from tests.conftest import make_repo
 
@@ -144,7 +145,10 @@ def test_moved_and_retired_ids_keep_pages(tmp_path, repo):
     )
     changes = (Change("00000000000000bb", "v3", "2026-01-02T00:00:00Z", "retired", "Gone now"),
                Change(target, "v2", "2026-01-01T00:00:00Z", "added", None))
-    run_build(tmp_path, repo, ledger=ledger, changes=changes)
+    # What earlier builds left in the content folder: the ledger knows both old ids.
+    previous = load_ledger(tmp_path / "content")
+    write_history(tmp_path / "content", {**previous, **{r.id: r for r in ledger}}, changes)
+    run_build(tmp_path, repo)
     site = tmp_path / "site"
     moved = (site / "errors/00000000000000aa/index.html").read_text()
     assert f'<meta http-equiv="refresh" content="0; url=../../errors/{target}/">' in moved

@@ -37,10 +37,14 @@ def run(args: argparse.Namespace) -> int:
     result = build(config, inputs, jobs=args.jobs)
     for problem in result.problems:
         print(f"errorkb: skipped {problem}", file=sys.stderr)
+    for orphan in result.orphans:
+        print(f"errorkb: {orphan}", file=sys.stderr)
     print(
         f"build: {result.errors} errors ({result.curated} explained), {result.files} files "
         f"({result.written} changed) in {result.out}; {result.upstream.source} at {result.upstream.revision}; "
         f"{time.monotonic() - started:.1f} s",
         file=sys.stderr,
     )
-    return 3 if result.problems else 0
+    if result.stale:
+        print(f"errorkb: {result.stale} curated explanations were written for older code; see errorkb check", file=sys.stderr)
+    return 3 if result.problems or result.orphans else 0
