@@ -21,6 +21,7 @@ from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Ups
 
 LEDGER_FOLDER = "ledger"
 CHANGES_NAME = "changes.jsonl"
+UPSTREAM_NAME = "upstream.json"
 
 # Measured between SGLang 0.5.18 and 0.5.19 (311 ids disappeared, 2,468 appeared): among
 # disappeared messages whose best candidate sits in the same qualified function, pairs at a
@@ -41,8 +42,12 @@ _DEFAULTS = {f.name: f.default for f in fields(LedgerRecord) if f.default is not
 
 
 def load_ledger(content: Path) -> dict[str, LedgerRecord]:
-    """Every record of `content/ledger/`, by id; `ContentError` listing every bad line."""
+    """Every record of `content/ledger/`, by id; `ContentError` listing every bad line.
+
+    Active records are stored without `last_seen` (it is the revision of the last build, in
+    `upstream.json`), so a new upstream revision rewrites only the lines of errors it changed."""
     folder = content / LEDGER_FOLDER
+    latest = last_built(content)
     records: dict[str, LedgerRecord] = {}
     problems = []
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
@@ -54,6 +59,7 @@ def load_ledger(content: Path) -> dict[str, LedgerRecord]:
                 unknown = set(data) - set(_RECORD_FIELDS)
                 if unknown:
                     raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+                data.setdefault("last_seen", latest or data.get("first_seen"))
                 record = LedgerRecord(**{**data, "aliases": tuple(data.get("aliases", ()))})
             except (ValueError, TypeError, AttributeError) as error:
                 problems.append(f"{path}:{number}: ledger record: {error}")
@@ -70,6 +76,8 @@ def ledger_files(records: Mapping[str, LedgerRecord]) -> dict[str, bytes]:
     shards: dict[str, list[str]] = {}
     for error_id in sorted(records):
         data = {k: v for k, v in asdict(records[error_id]).items() if _DEFAULTS.get(k, object()) != v}
+        if data["status"] == "active":
+            del data["last_seen"]
         if "aliases" in data:
             data["aliases"] = list(data["aliases"])
         shards.setdefault(error_id[0], []).append(json.dumps(data, sort_keys=True, ensure_ascii=False))
@@ -93,6 +101,14 @@ def write_history(content: Path, records: Mapping[str, LedgerRecord], changes: I
         if not data and not target.exists():
             continue
         write_atomic(target, data)
+
+
+def last_built(content: Path) -> str | None:
+    """The upstream revision the last build described, from `content/upstream.json`."""
+    try:
+        return json.loads((content / UPSTREAM_NAME).read_text(encoding="utf-8"))["revision"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def load_changes(content: Path) -> tuple[Change, ...]:
@@ -321,9 +337,6 @@ def _site_code(site: Site) -> tuple:
 
 
 # -- One build's history ------------------------------------------------------------------------
-
-UPSTREAM_NAME = "upstream.json"
-
 
 @dataclass(frozen=True, slots=True)
 class BuildHistory:

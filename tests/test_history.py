@@ -177,8 +177,13 @@ def test_curated_text_follows_the_alias_and_waits_for_review(history):
 
 
 def test_ledger_round_trips_through_small_sorted_files(history, tmp_path):
-    _, _, _, _, two = history
+    shas, _, _, _, two = history
     write_history(tmp_path / "content", two.records, two.changes)
+    # Active records do not repeat the revision of the last build: a new revision leaves
+    # the lines of untouched errors as they were.
+    stored = [json.loads(line) for f in sorted((tmp_path / "content/ledger").iterdir()) for line in f.read_text().splitlines()]
+    assert {(row["status"], "last_seen" in row) for row in stored} == {("active", False), ("moved", True), ("retired", True)}
+    (tmp_path / "content/upstream.json").write_text(json.dumps({"revision": shas[1]}))
     files = sorted((tmp_path / "content" / "ledger").iterdir())
     assert all(f.name[0] in "0123456789abcdef" and f.suffix == ".jsonl" for f in files)
     for path in files:
