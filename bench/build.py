@@ -71,7 +71,10 @@ def main() -> None:
         if (options.cache_dir / "pypi").is_dir():
             shutil.copytree(options.cache_dir / "pypi", cache / "pypi")
         out = scratch / "site"
-        common = ["--source", options.source, "--content", str(options.content), "--cache-dir", str(cache), "--out", str(out)]
+        # A copy: a build writes the ledger into its content folder.
+        content = scratch / "content"
+        shutil.copytree(options.content, content)
+        common = ["--source", options.source, "--content", str(content), "--cache-dir", str(cache), "--out", str(out)]
 
         cold, cold_peak = run_build(common)
         pages = sum(1 for _ in (out / "errors").iterdir())

@@ -1,0 +1,94 @@
+"""Benchmark: rebuilding the site after an upstream commit that touches 10 files, against the
+cold build of the commit before it, both from a local git repository.
+
+    python bench/rebuild.py [--release 0.5.23]
+
+Makes a git repository holding the release's tree (from the package index, as in the tests),
+then a commit that adds a new check to 10 files. Builds the first commit cold (empty cache,
+empty output, a copy of content/), then the second with the cache warm. Issue #3 sets: the
+rebuild at most 10% of the cold build and under 15 s on these 2-core machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from generator.config import Config  # noqa: E402
+from generator.upstream import open_source  # noqa: E402
+
+EDIT = '''
+
+def _errorkb_bench_check_{n}(value):
+    if value is None:
+        raise ValueError("errorkb benchmark check {n} needs a value")
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def make_history(release: str, repo: Path) -> tuple[str, str]:
+    source = open_source(f"pypi:sglang=={release}", Config(), Config().cache_dir)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    files = source.files()
+    for file in files:
+        target = repo / file.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read(file))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"v{release}")
+    first = git(repo, "rev-parse", "HEAD")
+    step = len(files) // 10
+    for n, file in enumerate(files[::step][:10]):
+        with (repo / file.path).open("a") as handle:
+            handle.write(EDIT.format(n=n))
+    git(repo, "commit", "-qam", "edit 10 files")
+    return first, git(repo, "rev-parse", "HEAD")
+
+
+def run_build(repo: Path, revision: str, scratch: Path) -> tuple[float, str]:
+    command = [sys.executable, "-m", "generator", "build", "--source", f"git:{repo}@{revision}",
+               "--content", str(scratch / "content"), "--cache-dir", str(scratch / "cache"), "--out", str(scratch / "site")]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"build failed:\n{done.stderr}")
+    summary = next(line for line in done.stderr.splitlines() if line.startswith("build:"))
+    return seconds, summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--release", default="0.5.23")
+    options = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="errorkb-rebuild-") as scratch:
+        scratch = Path(scratch)
+        first, second = make_history(options.release, scratch / "repo")
+        shutil.copytree(ROOT / "content", scratch / "content")
+        shutil.rmtree(scratch / "content" / "ledger", ignore_errors=True)
+        (scratch / "content" / "upstream.json").unlink(missing_ok=True)
+        cold, summary = run_build(scratch / "repo", first, scratch)
+        print(f"cold build at v{options.release}:      {cold:7.2f} s   {summary}")
+        warm, summary = run_build(scratch / "repo", second, scratch)
+        print(f"rebuild after a 10-file commit: {warm:7.2f} s   {summary}")
+        print(f"ratio: {warm / cold:.1%} of the cold build (target <= 10%, and under 15 s)")
+
+
+if __name__ == "__main__":
+    main()
