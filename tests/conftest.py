@@ -15,6 +15,35 @@ from generator.pipeline import extract_upstream
 from generator.upstream import open_source
 
 DEFAULT_VERSION = "0.5.23"
+REPO = Path(__file__).resolve().parent.parent
+# What a build writes into its content folder: a test that builds without `--content` would
+# rewrite the repository's own ledger, and CI's real build after the tests would publish it.
+HISTORY_FILES = ("content/ledger", "content/upstream.json", "content/changes.jsonl")
+
+
+def _history_snapshot() -> dict[Path, bytes]:
+    files = {}
+    for name in HISTORY_FILES:
+        path = REPO / name
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path] if path.exists() else []:
+            if file.is_file():
+                files[file] = file.read_bytes()
+    return files
+
+
+@pytest.fixture(scope="session", autouse=True)
+def repository_history_untouched():
+    """Fail the run, and put the files back, if any test changed the repository's ledger."""
+    before = _history_snapshot()
+    yield
+    after = _history_snapshot()
+    if after != before:
+        for path in set(after) - set(before):
+            path.unlink()
+        for path, data in before.items():
+            path.write_bytes(data)
+        changed = sorted(str(p.relative_to(REPO)) for p in set(before) | set(after) if before.get(p) != after.get(p))
+        pytest.fail(f"a test wrote the repository's own history files (restored): {', '.join(changed[:5])}")
 
 
 def test_cache_dir() -> Path:
