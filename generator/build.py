@@ -357,9 +357,12 @@ def _can_fork() -> bool:
 def build_lock(out: Path):
     """Hold `.<out>.lock` beside the output folder for the whole build; a second build fails
     at once with a one-line error instead of mixing its files with the first one's."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     lock_path = out.parent / f".{out.name}.lock"
-    handle = open(lock_path, "w")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path, "w")
+    except OSError as error:
+        raise BuildError(f"{out}: cannot write in {out.parent} ({error.strerror})") from None
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -386,7 +389,10 @@ def write_site(
     # Leftovers of a build that was killed: never part of any site.
     for stale in [*out.parent.glob(f".{out.name}.tmp-*"), *out.parent.glob(f".{out.name}.old-*")]:
         shutil.rmtree(stale, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as error:
+        raise BuildError(f"{out}: cannot write in {out.parent} ({error.strerror})") from None
     hashes: dict[str, str] = {}
     try:
         total = written = 0
@@ -409,6 +415,11 @@ def write_site(
                 written += 1
         os.chmod(staging, 0o755)
         _swap(staging, out)
+    except OSError as error:
+        # A full disk, a read-only folder: the previous site is still whole, and this is not a bug.
+        shutil.rmtree(staging, ignore_errors=True)
+        where = f": {error.filename}" if error.filename else ""
+        raise BuildError(f"{out}: cannot write the site ({error.strerror}{where}); the previous site is unchanged") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -450,7 +461,11 @@ def _swap(staging: Path, out: Path) -> None:
     retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
     os.rmdir(retired)
     os.replace(out, retired)
-    os.replace(staging, out)
+    try:
+        os.replace(staging, out)
+    except OSError:
+        os.replace(retired, out)
+        raise
     _remove_in_background(retired)
 
 
