@@ -88,16 +88,18 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
             return previous
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
-        past = history.build_history(inputs.content, entries, extraction.upstream)
+        blobs = {file.path: file.blob_sha for file in extraction.files}
+        past = history.build_history(inputs.content, entries, extraction.upstream, blobs)
+        pins = {error: history.pinned_upstream(record, extraction.upstream) for error, record in past.records.items()}
         written_here = load_content(inputs.content, extraction.upstream.repo)
         curated = history.carry_curated(written_here, past.records)
         by_id = {entry.id: entry for entry in entries}
         stale = audit.stale_revisions({k: v for k, v in curated.items() if not v.review}, by_id, source)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        articles = derive_site(source, extraction, entries, curated, past.inactive, inputs.cache_dir, jobs, stale)
+        articles = derive_site(source, extraction, entries, curated, past.inactive, inputs.cache_dir, jobs, stale, pins)
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
-        digests = manifest.digests(articles, {file.path: file.blob_sha for file in extraction.files})
+        digests = manifest.digests(articles, blobs)
         unchanged, hashes = manifest.unchanged(digests), manifest.file_hashes()
         # Until the new tree is in place and described, no manifest: a build killed after the
         # swap must not leave one describing the tree before it.
@@ -186,11 +188,13 @@ def derive_site(
     cache_dir: Path,
     jobs: int | None,
     stale: Mapping[str, str] | None = None,
+    pins: Mapping[str, Upstream] | None = None,
 ) -> tuple[Article, ...]:
-    """Snippets and docstrings from the source, related errors, triggers: one article per id."""
+    """Snippets and docstrings from the source, related errors, triggers: one article per id,
+    each naming the revision it is pinned to (`pins`, by id)."""
     excerpts = read_excerpts(source, entries, cache_dir, jobs)
     related = cached_related(entries, cache_dir)
-    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related, stale)
+    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related, stale, pins)
 
 
 def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -255,7 +259,8 @@ class PageManifest:
     highlighter, site settings). A page whose digest is unchanged is not rendered again.
 
     Snippets enter the digest as the blob sha they were cut from, since a snippet is a pure
-    function of the blob, its range (in the site) and the highlighter (in the salt).
+    function of the blob, its range (in the site) and the highlighter (in the salt). The
+    build's own revision is in neither: a page names the revision its article is pinned to.
     """
 
     def __init__(self, cache_dir: Path, out: Path, info: render.SiteInfo) -> None:
@@ -266,15 +271,17 @@ class PageManifest:
         salt.update(excerpter_version().encode())
         for module in (api, derive, sys.modules[__name__]):
             salt.update(Path(module.__file__).read_bytes())
-        salt.update(pickle.dumps(info))
+        salt.update(pickle.dumps((info.upstream.repo, info.base_url, info.report_url)))
         self.salt = salt.hexdigest()
+        self._fallback = info.upstream
 
     def digests(self, articles: tuple[Article, ...], blobs: Mapping[str, str]) -> dict[str, str]:
         digests = {}
         for article in articles:
             locations = tuple(replace(location, snippet=None) for location in article.locations)
             shas = tuple(blobs.get(location.site.path) for location in article.locations)
-            payload = pickle.dumps((replace(article, locations=locations), shas), protocol=5)
+            pinned = article.upstream or self._fallback
+            payload = pickle.dumps((replace(article, locations=locations, upstream=pinned), shas), protocol=5)
             digests[article.id] = hashlib.sha256(payload).hexdigest()[:32]
         return digests
 

@@ -477,14 +477,18 @@ def derive_articles(
     ledger: tuple[LedgerRecord, ...] = (),
     related: Mapping[str, tuple[str, ...]] | None = None,
     stale: Mapping[str, str] | None = None,
+    pins: Mapping[str, Upstream] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id.
 
     `excerpts` maps (path, line) of a site to its snippet and enclosing docstring; `stale`
-    maps an id to the revision its curated text was written for, when the code changed since.
+    maps an id to the revision its curated text was written for, when the code changed since;
+    `pins` maps an id to the upstream revision its page names and links to (the last one at
+    which its code changed), `upstream` being used for ids without one.
     """
     related = related if related is not None else related_errors(entries)
     stale = stale or {}
+    pins = pins or {}
     titles = {entry.id: entry.title for entry in entries}
     flags = known_flags(entries)
     aliases: dict[str, list[str]] = defaultdict(list)
@@ -494,8 +498,9 @@ def derive_articles(
     articles = []
     for entry in entries:
         curated_entry = curated.get(entry.id)
+        pinned = pins.get(entry.id, upstream)
         locations = tuple(
-            Location(site, upstream.url(site.path, site.line), *excerpts.get((site.path, site.line), (None, None)))
+            Location(site, pinned.url(site.path, site.line), *excerpts.get((site.path, site.line), (None, None)))
             for site in entry.sites
         )
         derived = derive_trigger(entry.sites[0])
@@ -516,6 +521,7 @@ def derive_articles(
                 related=tuple(Related(other, titles[other]) for other in related.get(entry.id, ())),
                 aliases=tuple(sorted(aliases.get(entry.id, ()))),
                 stale=stale.get(entry.id),
+                upstream=pinned,
             )
         )
     active = {entry.id for entry in entries}
@@ -539,6 +545,7 @@ def derive_articles(
                 related=(Related(target, titles.get(target, target)),) if target else (),
                 aliases=tuple(sorted(record.aliases)),
                 record=record,
+                upstream=pins.get(record.id, upstream),
             )
         )
     return tuple(sorted(articles, key=lambda article: article.id))

@@ -9,6 +9,7 @@ ever published. `build` updates it after the new site is in place; the maintaine
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import tempfile
@@ -150,10 +151,20 @@ class LedgerUpdate:
     changes: tuple[Change, ...]
 
 
-def update_ledger(previous: Mapping[str, LedgerRecord], entries: tuple[ErrorEntry, ...], upstream: Upstream) -> LedgerUpdate:
+def update_ledger(
+    previous: Mapping[str, LedgerRecord],
+    entries: tuple[ErrorEntry, ...],
+    upstream: Upstream,
+    blobs: Mapping[str, str] | None = None,
+) -> LedgerUpdate:
     """Fold one revision's errors into the ledger: new ids are added, ids seen again stay
-    active, vanished ids are paired with new ones as rewordings (aliases) or retired."""
+    active, vanished ids are paired with new ones as rewordings (aliases) or retired.
+
+    `blobs` maps each upstream path to its blob sha; with it, each record's `code` says where
+    its code is, and its pin (`pinned`, `pinned_date`) stays at the revision where that last
+    changed, so its page and links stay the same until then."""
     revision = upstream.revision
+    blobs = blobs or {}
     current = {entry.id: entry for entry in entries}
     records: dict[str, LedgerRecord] = {}
     changes: list[Change] = []
@@ -169,7 +180,7 @@ def update_ledger(previous: Mapping[str, LedgerRecord], entries: tuple[ErrorEntr
     reworded_to = set(pairs.values())
     for entry in entries:
         old = previous.get(entry.id)
-        record = _record_of(entry, revision, old)
+        record = _record_of(entry, upstream, old, blobs)
         records[entry.id] = record
         if (old is None or old.status != "active") and entry.id not in reworded_to:
             change(entry.id, "added", entry.title)
@@ -190,14 +201,25 @@ def update_ledger(previous: Mapping[str, LedgerRecord], entries: tuple[ErrorEntr
         if record.id not in records:
             records[record.id] = record
     for record in list(records.values()):
+        if not record.pinned:
+            # A page no longer active stays as it was when it left; one from a ledger older
+            # than pins is pinned to this revision once, and stays there.
+            records[record.id] = replace(record, pinned=revision, pinned_date=upstream.date)
+    for record in list(records.values()):
         if record.status == "active" and record.aliases:
             kept = tuple(a for a in record.aliases if records.get(a) is None or records[a].status != "active")
             records[record.id] = replace(record, aliases=kept)
     return LedgerUpdate(records, tuple(sorted(changes, key=lambda c: (c.change, c.id))))
 
 
-def _record_of(entry: ErrorEntry, revision: str, old: LedgerRecord | None) -> LedgerRecord:
+def _record_of(entry: ErrorEntry, upstream: Upstream, old: LedgerRecord | None, blobs: Mapping[str, str]) -> LedgerRecord:
     site = entry.sites[0]
+    revision = upstream.revision
+    code = code_fingerprint(entry, blobs)
+    if old is not None and old.code == code and old.pinned:
+        pinned, pinned_date = old.pinned, old.pinned_date
+    else:
+        pinned, pinned_date = revision, upstream.date
     return LedgerRecord(
         id=entry.id,
         status="active",
@@ -210,7 +232,26 @@ def _record_of(entry: ErrorEntry, revision: str, old: LedgerRecord | None) -> Le
         line=site.line,
         function=site.function,
         aliases=old.aliases if old else (),
+        code=code,
+        pinned=pinned,
+        pinned_date=pinned_date,
     )
+
+
+def code_fingerprint(entry: ErrorEntry, blobs: Mapping[str, str]) -> str:
+    """Where an error's code is: each site's path, lines and the blob sha of its file, sorted
+    and hashed. Equal fingerprints at two revisions mean every line a page shows is the same."""
+    places = sorted(f"{site.path}\0{site.line}\0{site.end_line}\0{blobs.get(site.path, '')}" for site in entry.sites)
+    return hashlib.sha256("\n".join(places).encode()).hexdigest()[:12]
+
+
+def pinned_upstream(record: LedgerRecord, upstream: Upstream) -> Upstream:
+    """The upstream a record's page names and links to: its pin, or `upstream` without one.
+    Only the repo, revision and date are kept, since nothing else may differ between builds
+    that leave the page as it was."""
+    if not record.pinned:
+        return upstream
+    return Upstream(repo=upstream.repo, source="", revision=record.pinned, date=record.pinned_date)
 
 
 def pair_rewordings(vanished: list[LedgerRecord], appeared: list[ErrorEntry]) -> dict[str, str]:
@@ -320,7 +361,7 @@ def compare(before: tuple[ErrorEntry, ...], after: tuple[ErrorEntry, ...], revis
 
 
 def _as_record(entry: ErrorEntry, revision: str) -> LedgerRecord:
-    return _record_of(entry, revision, None)
+    return _record_of(entry, Upstream(repo="", source="", revision=revision, date=""), None, {})
 
 
 def _places(entry: ErrorEntry) -> frozenset[tuple[str, str]]:
@@ -349,9 +390,12 @@ class BuildHistory:
     changes: tuple[Change, ...]
 
 
-def build_history(content: Path, entries: tuple[ErrorEntry, ...], upstream: Upstream) -> BuildHistory:
-    """Fold this revision into the ledger stored in `content/` (read, not yet written)."""
-    update = update_ledger(load_ledger(content), entries, upstream)
+def build_history(
+    content: Path, entries: tuple[ErrorEntry, ...], upstream: Upstream, blobs: Mapping[str, str] | None = None
+) -> BuildHistory:
+    """Fold this revision into the ledger stored in `content/` (read, not yet written);
+    `blobs` maps each upstream path to its blob sha (see `update_ledger`)."""
+    update = update_ledger(load_ledger(content), entries, upstream, blobs)
     inactive = tuple(
         replace(record, moved_to=resolve(update.records, record.id)) if record.status == "moved" else record
         for _, record in sorted(update.records.items())

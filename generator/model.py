@@ -267,6 +267,11 @@ class LedgerRecord:
     `status` is `active`, `retired` (no longer raised since `retired_in`) or `moved` (a
     reworded message: `moved_to` is the new id). `last` keeps the last known message, exception
     and location so a retired page can still say what and where it was.
+
+    `code` fingerprints where the error's code is (each site's path, lines and file blob), and
+    `pinned` / `pinned_date` name the upstream revision at which `code` last changed: a link
+    pinned there shows the same lines as one pinned to any later revision with the same `code`,
+    so the page need not change until its code does.
     """
 
     id: str
@@ -282,6 +287,9 @@ class LedgerRecord:
     moved_to: str | None = None
     retired_in: str | None = None
     aliases: tuple[str, ...] = ()
+    code: str = ""
+    pinned: str = ""
+    pinned_date: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +348,8 @@ class Article:
     there is one (`trigger_curated`), else what the guard conditions say. `mentions` are the
     flags and environment variables the message and conditions name. `stale` names the
     revision curated text was written against when the code changed since (else None).
+    `upstream` is the revision the page names and links to: the one at which its code last
+    changed, so that the page stays the same across builds until its code changes.
     """
 
     id: str
@@ -357,3 +367,4 @@ class Article:
     aliases: tuple[str, ...] = ()
     record: LedgerRecord | None = None
     stale: str | None = None
+    upstream: Upstream | None = None

@@ -294,6 +294,9 @@ def error_page(article: Article, info: SiteInfo) -> ErrorPage:
     kind = {"raise": "raised", "assert": "assertion", "warning": "warning"}.get(article.kind, article.kind)
     description = f"{article.exception or 'Error'} ({kind}) in SGLang: {shorten(article.title, 120)}"
     page = _page(path, info, shorten(article.title, 70) + " \u2014 SGLang error", description, f"{root}api/errors/{article.id}.json")
+    # The revision this error's code last changed at, not the build's: the page stays the
+    # same, byte for byte, until its own code changes.
+    page["upstream"] = article.upstream or info.upstream
     views = [_location_view(location, root) for location in article.locations]
     first_doc = next((location.docstring for location in article.locations if location.docstring), None)
     moved_to = None
@@ -442,7 +445,7 @@ def render_errors(articles, info: SiteInfo, env: jinja2.Environment | None = Non
     for article in articles:
         context = error_page(article, info)
         yield context["path"], _html_bytes(error_template.render(context))
-        yield f"api/errors/{article.id}.json", api.dumps(api.error_document(article, info.upstream))
+        yield f"api/errors/{article.id}.json", api.dumps(api.error_document(article, article.upstream or info.upstream))
 
 
 def _html_bytes(html: str) -> bytes:

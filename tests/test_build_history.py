@@ -4,6 +4,7 @@ page through moves, rewordings and removals, and a failed build changes nothing.
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 
@@ -135,3 +136,90 @@ def test_build_command_reports_orphans_with_exit_3(tmp_path, built, capsys):
     assert code == 3
     assert f"{never}.yaml: orphaned: {never}" in err
     assert (tmp_path / f"content/errors/{never}.yaml").exists()
+
+
+# Two files of errors; later commits edit only the first, so only its errors' code changes.
+EDITED = {
+    "python/sglang/srt/layers.py": """\
+        def check_layers(cfg):
+            if cfg.num_layers < 1:
+                raise ValueError(f"num_layers must be positive, got {cfg.num_layers}")
+            assert cfg.hidden_size % cfg.heads == 0
+        """,
+    "python/sglang/srt/sampling.py": """\
+        def check_sampling(params):
+            if params.top_p > 1:
+                raise ValueError(f"top_p must be at most 1, got {params.top_p}")
+        """,
+}
+
+
+def with_comment(text: str, comment: str) -> str:
+    return f"# {comment}\n" + textwrap.dedent(text)
+
+
+def files_of(site):
+    """Every file of a built site by path: (bytes, inode, mtime)."""
+    return {
+        p.relative_to(site).as_posix(): (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in sorted(site.rglob("*"))
+        if p.is_file()
+    }
+
+
+def ids_in(site, path):
+    return {e["id"] for e in json.loads((site / "api/errors/index.json").read_text())["errors"] if e["path"] == path}
+
+
+def test_a_commit_rewrites_only_the_pages_of_errors_in_the_files_it_touched(tmp_path):
+    layers, sampling = "python/sglang/srt/layers.py", "python/sglang/srt/sampling.py"
+    second = {layers: with_comment(EDITED[layers], "moved down a line")}
+    shas = make_repo(tmp_path / "up", [EDITED, second])
+    run(tmp_path, shas[0])
+    site = tmp_path / "site"
+    touched, untouched = ids_in(site, layers), ids_in(site, sampling)
+    assert len(touched) == 2 and len(untouched) == 1
+    before = files_of(site)
+    result = run(tmp_path, shas[1])
+    after = files_of(site)
+    assert set(after) == set(before)
+    changed = {path for path in after if after[path] != before[path]}
+    per_error = {path for path in changed if path.startswith(("errors/", "api/errors/")) and path != "api/errors/index.json"}
+    assert per_error == {f"errors/{i}/index.html" for i in touched} | {f"api/errors/{i}.json" for i in touched}
+    # The other errors' files are the very same files: same inode, same mtime, same bytes.
+    for error in untouched:
+        for path in (f"errors/{error}/index.html", f"api/errors/{error}.json"):
+            assert after[path] == before[path]
+    # Only what the commit touched and the pages that name the build's revision were written.
+    assert result.written == len(changed)
+    # The same inputs again give the same tree, byte for byte, into another folder.
+    run(tmp_path, shas[1], out="again")
+    assert {p: v[0] for p, v in files_of(tmp_path / "again").items()} == {p: v[0] for p, v in after.items()}
+
+
+def test_a_page_is_pinned_to_the_revision_its_code_last_changed(tmp_path):
+    layers, sampling = "python/sglang/srt/layers.py", "python/sglang/srt/sampling.py"
+    shas = make_repo(
+        tmp_path / "up",
+        [EDITED, {layers: with_comment(EDITED[layers], "one")}, {layers: with_comment(EDITED[layers], "two")}],
+    )
+    for sha in shas:
+        run(tmp_path, sha)
+    site = tmp_path / "site"
+    [kept] = ids_in(site, sampling)
+    document = json.loads((site / f"api/errors/{kept}.json").read_text())
+    assert document["upstream"] == {"repo": Config().repo, "revision": shas[0], "date": "2026-01-01T12:00:00Z"}
+    assert document["locations"][0]["url"] == f"https://github.com/{Config().repo}/blob/{shas[0]}/{sampling}#L3"
+    page = (site / f"errors/{kept}/index.html").read_text()
+    assert f"/blob/{shas[0]}/{sampling}#L3" in page and f"View on GitHub at {shas[0]}" in page
+    assert f"/tree/{shas[0]}" in page and shas[2] not in page
+    for error in ids_in(site, layers):
+        document = json.loads((site / f"api/errors/{error}.json").read_text())
+        assert document["upstream"] == {"repo": Config().repo, "revision": shas[2], "date": "2026-01-03T12:00:00Z"}
+        assert all(f"/blob/{shas[2]}/{layers}#L" in location["url"] for location in document["locations"])
+    # The ledger remembers each pin, so a fresh machine with an empty cache pins the same way.
+    ledger = load_ledger(tmp_path / "content")
+    assert (ledger[kept].pinned, ledger[kept].pinned_date) == (shas[0], "2026-01-01T12:00:00Z")
+    # Shared pages name the revision built.
+    assert f"/tree/{shas[2]}" in (site / "index.html").read_text()
+    assert json.loads((site / "api/errors/index.json").read_text())["upstream"]["revision"] == shas[2]
