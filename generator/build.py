@@ -198,19 +198,21 @@ def derive_site(
 
 
 def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, tuple[str, ...]]:
-    """`derive.related_errors`, kept in the cache under a digest of everything it reads (the
-    entries and the ranking's code), since it costs seconds and rarely changes."""
-    digest = hashlib.sha256(Path(derive.__file__).read_bytes())
-    for entry in entries:
-        digest.update(repr((entry.id, entry.sites)).encode())
-    path = cache_dir / "related" / f"{digest.hexdigest()[:32]}.json"
+    """`derive.related_errors`, ranking again only the errors an upstream change can have moved:
+    the last ranking and what it was made from stay in the cache, under a digest of the
+    ranking's code. The result is the same as ranking every error (`derive.related_state`)."""
+    digest = hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest()[:32]
+    path = cache_dir / "related" / f"state-{digest}.pickle"
     try:
-        return {key: tuple(value) for key, value in json.loads(path.read_bytes()).items()}
-    except (OSError, ValueError, AttributeError):
-        pass
-    related = derive.related_errors(entries)
-    _write_atomic(path, json.dumps(related, sort_keys=True).encode())
-    return related
+        previous = pickle.loads(path.read_bytes())
+        if not isinstance(previous, derive.RelatedState):
+            previous = None
+    except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
+        previous = None
+    state = derive.related_state(entries, previous=previous)
+    if previous is None or state != previous:
+        _write_atomic(path, pickle.dumps(state, protocol=5))
+    return state.related
 
 
 # -- Render ---------------------------------------------------------------------------------------

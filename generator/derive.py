@@ -15,6 +15,7 @@ import re
 import tokenize
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from generator.model import (
     Article,
@@ -386,6 +387,17 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
 
 
+@dataclass(frozen=True, slots=True)
+class RelatedState:
+    """Related errors with what they were ranked from, so the next revision re-ranks only the
+    errors whose ranking can have changed: each error's features, in order, and its related ids."""
+
+    scale: int
+    limit: int
+    features: dict[str, tuple[tuple[str, str], ...]]
+    related: dict[str, tuple[str, ...]]
+
+
 def related_errors(entries: tuple[ErrorEntry, ...], limit: int = 5) -> dict[str, tuple[str, ...]]:
     """For each error, up to `limit` related error ids, best first.
 
@@ -393,6 +405,17 @@ def related_errors(entries: tuple[ErrorEntry, ...], limit: int = 5) -> dict[str,
     rarity (inverse document frequency), so sharing `kv_cache_dtype` counts for far more than
     sharing the word "size". Only names and words that occur in both count: a phrase such as
     "kv_cache" becomes a name only where some error uses it as one. Ties break by id.
+    """
+    return related_state(entries, limit).related
+
+
+def related_state(entries: tuple[ErrorEntry, ...], limit: int = 5, previous: RelatedState | None = None) -> RelatedState:
+    """`related_errors` with its state; given the `previous` state, only errors that share a
+    feature with an error whose features changed (added, removed, edited) are ranked again, and
+    the result is the same as ranking every error.
+
+    Rarity is measured against the error count rounded up to a power of two (`scale`), not the
+    count itself, so that adding one error leaves the weight of every feature it lacks as it was.
     """
     raw = [entry_features(entry) for entry in entries]
     # A phrase from a message's words is a name only if code or another message uses it so.
@@ -404,33 +427,60 @@ def related_errors(entries: tuple[ErrorEntry, ...], limit: int = 5) -> dict[str,
             code_names.add("name:" + flag[2:].replace("-", "_"))
     features_of: list[dict[str, str]] = []
     for features in raw:
-        features_of.append({f: k for f, k in features.items() if k != "name" or f in code_names})
+        # Sorted, so that scores add up in the same order in every process (names come from
+        # sets, whose order changes with the interpreter's string hashing).
+        features_of.append({f: k for f, k in sorted(features.items()) if k != "name" or f in code_names})
     frequency = Counter()
     for features in features_of:
         frequency.update(features.keys())
-    total = len(entries)
+    scale = 1 << max(len(entries) - 1, 0).bit_length()
     weight = {
-        feature: _WEIGHTS[feature.split(":", 1)[0]] * math.log(total / count)
+        feature: _WEIGHTS[feature.split(":", 1)[0]] * math.log(scale / count)
         for feature, count in frequency.items()
-        if 1 < count and (count <= _MAX_SHARED or feature.startswith(_ALWAYS_COUNTED))
+        if _weighed(feature, count)
     }
     postings: dict[str, list[int]] = defaultdict(list)
     for index, features in enumerate(features_of):
         for feature in features:
             if feature in weight:
                 postings[feature].append(index)
-    files = [entry.sites[0].path for entry in entries]
+    stored = {entry.id: tuple(features.items()) for entry, features in zip(entries, features_of)}
+    todo = range(len(entries))
     related: dict[str, tuple[str, ...]] = {}
-    for index, (entry, features) in enumerate(zip(entries, features_of)):
+    if previous is not None and (previous.scale, previous.limit) == (scale, limit):
+        # Features of errors that changed, and how their counts moved: an error that shares a
+        # feature weighed now or before with a changed error can rank differently.
+        delta: Counter[str] = Counter()
+        for error in previous.features.keys() - stored.keys():
+            delta.subtract(feature for feature, _ in previous.features[error])
+        for error, features in stored.items():
+            before = previous.features.get(error)
+            if before != features:
+                delta.subtract(feature for feature, _ in before or ())
+                delta.update(feature for feature, _ in features)
+        changed = {feature for feature in delta if feature in weight or _weighed(feature, frequency[feature] - delta[feature])}
+        todo = [
+            index
+            for index, (entry, features) in enumerate(zip(entries, features_of))
+            if entry.id not in previous.related or not changed.isdisjoint(features)
+        ]
+        redo = {entries[index].id for index in todo}
+        related = {error: previous.related[error] for error in stored if error not in redo}
+    files = [entry.sites[0].path for entry in entries]
+    for index in todo:
         scores: dict[int, float] = defaultdict(float)
-        for feature in features:
+        for feature in features_of[index]:
             value = weight.get(feature)
             if value is not None:
                 for other in postings[feature]:
                     scores[other] += value
         scores.pop(index, None)
-        related[entry.id] = tuple(entries[other].id for other in _best(scores, files, index, limit))
-    return related
+        related[entries[index].id] = tuple(entries[other].id for other in _best(scores, files, index, limit))
+    return RelatedState(scale, limit, stored, {error: related[error] for error in stored})
+
+
+def _weighed(feature: str, count: int) -> bool:
+    return 1 < count and (count <= _MAX_SHARED or feature.startswith(_ALWAYS_COUNTED))
 
 
 def _best(scores: dict[int, float], files: list[str], index: int, limit: int) -> list[int]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+from dataclasses import replace
+
 import pytest
 
 from generator import derive
@@ -159,6 +161,26 @@ def test_related_prefers_shared_settings_over_shared_words():
     assert [titles[i] for i in related[first]][0] in {"int4 is experimental", "something else"}
     # Determinism: the same entries give the same ranking.
     assert derive.related_errors(entries, limit=2) == related
+
+
+@pytest.mark.real
+def test_related_ranking_again_after_a_change_equals_ranking_everything(sglang, monkeypatch):
+    """What a rebuild does: the last state, then a revision that adds, drops and edits errors
+    (here: fifty real errors come back, fifty others leave, and one moves to another file)."""
+    best = derive._best
+    entries = group_sites(sglang.sites, sglang.upstream.repo)
+    before = tuple(entry for number, entry in enumerate(entries) if number % 500)
+    moved = entries[1]
+    site = replace(moved.sites[0], path="python/sglang/srt/elsewhere.py")
+    after = tuple(replace(moved, sites=(site,)) if entry is moved else entry for number, entry in enumerate(entries) if number % 500 != 7)
+    state = derive.related_state(before)
+    ranked = []
+    monkeypatch.setattr(derive, "_best", lambda scores, files, index, limit: ranked.append(index) or best(scores, files, index, limit))
+    again = derive.related_state(after, previous=state)
+    assert 0 < len(ranked) < len(after)  # only the errors a change can have moved
+    monkeypatch.undo()
+    assert again == derive.related_state(after)
+    assert again.related == derive.related_errors(after)
 
 
 @pytest.mark.real
