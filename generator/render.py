@@ -425,6 +425,24 @@ def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[t
             folders=[],
             groups=[(module, [_entry_link(a, root) for a in sorted(group, key=lambda a: a.id)]) for module, group in sorted(by_module.items())],
         )
+    # A retired or reworded error's page links its exception type too, even when no error
+    # raises that type any more.
+    gone: dict[str, list[Article]] = defaultdict(list)
+    for article in articles:
+        if article.status != "active" and (article.exception or "unknown") not in by_type:
+            gone[article.exception or "unknown"].append(article)
+    for name, members in sorted(gone.items()):
+        path = f"exceptions/{exception_slug(name)}/index.html"
+        root = _root(path)
+        page = _page(path, info, f"{name} errors", f"SGLang no longer raises {name}; {len(members)} errors did.")
+        yield path, ListPage(
+            **page,
+            heading=f"{name}",
+            intro=f"No error raises {name} at this revision; {len(members)} errors did before.",
+            crumbs=[(f"{root}exceptions/", "exception types")],
+            folders=[],
+            groups=[("no longer raised", [_entry_link(a, root) for a in sorted(members, key=lambda a: a.id)])],
+        )
 
 
 def render_site(
