@@ -13,8 +13,10 @@ Three signals, summed into one score:
   condition), the fallback for partial or edited pastes.
 
 The index is a set of small JSON files under `search/` (see `search_files`): a manifest, token
-shards (templates and postings, bucketed by a hash of a word), entry chunks (titles, by entry
-number) and file shards (sites, bucketed by the last two path components). A lookup loads only
+shards (templates and postings, bucketed by a hash of a word), entry shards (titles, bucketed by
+a hash of the error's id) and file shards (sites, bucketed by the last two path components).
+Every file names errors by id, never by position, so a new error changes only the shards its
+own words, id and files fall in, and a rebuild rewrites a handful of them. A lookup loads only
 the shards its words and frame need. `lookup` here and `templates/static/search.js` in the
 browser run the same steps on the same files, so they rank alike.
 """
@@ -32,11 +34,11 @@ from typing import Any
 from generator.errors import ErrorkbError
 from generator.model import ErrorEntry, Placeholder, Site
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 INDEX_DIR = "search"
-TOKEN_BUCKETS = 1024
+TOKEN_BUCKETS = 2048
 FILE_BUCKETS = 128
-ENTRY_CHUNK = 16
+ENTRY_BUCKETS = 2048
 # Words in more than this share of errors carry almost no evidence; leaving their postings out
 # keeps every token shard small.
 STOP_SHARE = 0.03
@@ -343,16 +345,17 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
     documents = [document_tokens(entry) for entry in ordered]
     count = len(ordered)
     lengths = [len(words) for words in documents]
-    average = (sum(lengths) / count) if count else 1.0
+    # Rounded, so one new error does not nudge weights across every shard.
+    average = round(sum(lengths) / count, 1) if count else 1.0
 
-    postings: dict[str, list[tuple[int, int]]] = {}
-    for number, words in enumerate(documents):
+    postings: dict[str, list[tuple[str, int]]] = {}
+    for entry, words, length in zip(ordered, documents, lengths):
         frequency: dict[str, int] = {}
         for word in words:
             frequency[word] = frequency.get(word, 0) + 1
-        norm = K1 * (1 - B + B * lengths[number] / (average or 1.0))
+        norm = K1 * (1 - B + B * length / (average or 1.0))
         for word, tf in frequency.items():
-            postings.setdefault(word, []).append((number, round(100 * tf * (K1 + 1) / (tf + norm))))
+            postings.setdefault(word, []).append((entry.id, round(100 * tf * (K1 + 1) / (tf + norm))))
     stop = max(50, int(STOP_SHARE * count))
 
     anchor_counts: dict[str, int] = {}
@@ -363,27 +366,29 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
     shards: list[dict[str, Any]] = [{"postings": {}, "templates": []} for _ in range(TOKEN_BUCKETS + 1)]
     for word, found in postings.items():
         if len(found) <= stop:
-            flat, previous = [], 0
-            for number, weight in found:
-                flat.extend((number - previous, weight))
-                previous = number
-            shards[bucket(word, TOKEN_BUCKETS)]["postings"][word] = flat
-    for number, (entry, matcher) in enumerate(zip(ordered, matchers)):
+            shards[bucket(word, TOKEN_BUCKETS)]["postings"][word] = [item for pair in found for item in pair]
+    for entry, matcher in zip(ordered, matchers):
         if matcher is None:
             continue
         # The rarest safe word decides the shard, so shards stay even and few templates load.
         anchor = min(matcher.anchors, key=lambda w: (anchor_counts[w], matcher.anchors.index(w)), default=None)
         where = TOKEN_BUCKETS if anchor is None else bucket(anchor, TOKEN_BUCKETS)
         shards[where]["templates"].append(
-            [number, entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)]
+            [entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)]
         )
 
     files: list[dict[str, list]] = [{} for _ in range(FILE_BUCKETS)]
-    for number, entry in enumerate(ordered):
+    for entry in ordered:
         for site in entry.sites:
             function = site.function.rsplit(".", 1)[-1]
             shard = files[bucket(path_key(site.path), FILE_BUCKETS)]
-            shard.setdefault(site.path, []).append([number, function, site.line, site.end_line, site_signature(site)])
+            shard.setdefault(site.path, []).append([entry.id, function, site.line, site.end_line, site_signature(site)])
+
+    titles: list[dict[str, list]] = [{} for _ in range(ENTRY_BUCKETS)]
+    for entry in ordered:
+        titles[bucket(entry.id, ENTRY_BUCKETS)][entry.id] = [
+            entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)
+        ]
 
     documents_out: dict[str, Any] = {
         f"{INDEX_DIR}/manifest.json": {
@@ -392,7 +397,7 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
             "entries": count,
             "token_buckets": TOKEN_BUCKETS,
             "file_buckets": FILE_BUCKETS,
-            "entry_chunk": ENTRY_CHUNK,
+            "entry_buckets": ENTRY_BUCKETS,
             "k1": K1,
             "b": B,
             "word_candidates": WORD_CANDIDATES,
@@ -408,11 +413,8 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
         documents_out[f"{INDEX_DIR}/t/{name}.json"] = shard
     for number, shard in enumerate(files):
         documents_out[f"{INDEX_DIR}/f/{number}.json"] = shard
-    for start in range(0, count, ENTRY_CHUNK):
-        documents_out[f"{INDEX_DIR}/e/{start // ENTRY_CHUNK}.json"] = [
-            [entry.id, entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)]
-            for entry in ordered[start : start + ENTRY_CHUNK]
-        ]
+    for number, shard in enumerate(titles):
+        documents_out[f"{INDEX_DIR}/e/{number}.json"] = shard
     return documents_out
 
 
@@ -544,21 +546,21 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     manifest = index.manifest
     words = query_tokens(paste)
     forms = messages_of(paste)
-    evidence: dict[int, list[float]] = {}  # entry number: [template, frame, word]
+    evidence: dict[str, list[float]] = {}  # error id: [template, frame, word]
 
     for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in words), "none"]):
-        for number, _id, exception, _title, segments, starts, ends in index.piece(f"t/{name}.json")["templates"]:
+        for error_id, exception, _title, segments, starts, ends in index.piece(f"t/{name}.json")["templates"]:
             value = template_score(forms, segments, bool(starts), bool(ends), manifest)
             if value > 0:
                 # The same text raised as two exceptions: the one the paste names first.
                 if paste.exception and exception == paste.exception:
                     value += manifest["named_exception"]
-                slot = evidence.setdefault(number, [0.0, 0.0, 0.0])
+                slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
                 slot[0] = max(slot[0], value)
 
     # Words: BM25, normalised by the weight of the query's known words so 1.0 is "all of them".
-    totals: dict[int, float] = {}
-    matched: dict[int, int] = {}
+    totals: dict[str, float] = {}
+    matched: dict[str, int] = {}
     known_weight = 0.0
     count = manifest["entries"]
     for word in words:
@@ -568,16 +570,15 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         frequency = len(flat) // 2
         idf = math.log(1 + (count - frequency + 0.5) / (frequency + 0.5))
         known_weight += idf
-        number = 0
         for position in range(0, len(flat), 2):
-            number += flat[position]
-            totals[number] = totals.get(number, 0.0) + idf * flat[position + 1] / 100
-            matched[number] = matched.get(number, 0) + 1
+            error_id = flat[position]
+            totals[error_id] = totals.get(error_id, 0.0) + idf * flat[position + 1] / 100
+            matched[error_id] = matched.get(error_id, 0) + 1
     ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))
-    for number, _total in ranked[: manifest["word_candidates"]]:
+    for error_id, _total in ranked[: manifest["word_candidates"]]:
         # One shared word is chance, not evidence.
-        if matched[number] >= 2:
-            evidence.setdefault(number, [0.0, 0.0, 0.0])
+        if matched[error_id] >= 2:
+            evidence.setdefault(error_id, [0.0, 0.0, 0.0])
 
     # The traceback's frame: sites in the same file, by function, statement and line.
     frame = paste.frame
@@ -586,23 +587,23 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         for site_path in sorted(shard):
             if not path_matches(frame.path, site_path):
                 continue
-            for number, function, line, end_line, signature in shard[site_path]:
+            for error_id, function, line, end_line, signature in shard[site_path]:
                 value = frame_score(frame, function, line, end_line, signature)
-                if value >= 0.9 or number in evidence:
-                    slot = evidence.setdefault(number, [0.0, 0.0, 0.0])
+                if value >= 0.9 or error_id in evidence:
+                    slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
                     slot[1] = max(slot[1], value)
 
     results = []
-    for number, (template, frame_value, _) in evidence.items():
-        word = min(1.0, totals.get(number, 0.0) / known_weight) if known_weight else 0.0
+    for error_id, (template, frame_value, _) in evidence.items():
+        word = min(1.0, totals.get(error_id, 0.0) / known_weight) if known_weight else 0.0
         score = round(template + frame_value + word, 6)
         if score >= manifest["min_score"]:
-            results.append((score, number))
+            results.append((score, error_id))
     results.sort(key=lambda item: (-item[0], item[1]))
     candidates = []
-    chunk = manifest["entry_chunk"]
-    for score, number in results[:limit]:
-        error_id, exception, kind, title, has_message, place = index.piece(f"e/{number // chunk}.json")[number % chunk]
+    for score, error_id in results[:limit]:
+        shard = index.piece(f"e/{bucket(error_id, manifest['entry_buckets'])}.json")
+        exception, kind, title, has_message, place = shard[error_id]
         candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, place, score))
     return candidates
 

@@ -109,7 +109,7 @@ def test_lookup_with_an_index_of_another_version(site: Path, capsys) -> None:
     manifest.write_text(manifest.read_text().replace('"version":', '"version":1000,"was":'))
     assert main(["lookup", "--site", str(site), PASTED]) == 1
     assert capsys.readouterr().err.strip() == (
-        f"errorkb: {site}/search/manifest.json: not a version 2 search index; rebuild the site"
+        f"errorkb: {site}/search/manifest.json: not a version 3 search index; rebuild the site"
     )
 
 

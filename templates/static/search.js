@@ -2,7 +2,7 @@
  * errorkb search: paste an SGLang error (message, log line or whole traceback) and get the
  * error pages it most likely is. A port of generator/search.py, step for step, reading the
  * same index files under search/ and loading only the pieces a paste needs: the token shards
- * of its words, the file shard of its traceback frame, and the entry chunks of the results.
+ * of its words, the file shard of its traceback frame, and the entry shards of the results.
  *
  * In a browser it attaches to #search-form, #search-input and #search-results, and to ?q= in
  * the address; in Node it exports the matcher for tests.
@@ -22,7 +22,7 @@
   var WORD_CHAR = /[A-Za-z0-9_]/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
   // The index format this code reads (search/manifest.json "version"), as in search.py.
-  var INDEX_VERSION = 2;
+  var INDEX_VERSION = 3;
   // A pasted log can be long; the error is at its end, and its message has fewer words than this.
   var MAX_PASTE = 20000;
   var MAX_WORDS = 80;
@@ -233,6 +233,11 @@
     return score;
   }
 
+  // Error ids are ASCII, so this orders them as Python's sorted() does.
+  function compareIds(a, b) {
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+
   function round6(value) {
     return Math.round(value * 1e6) / 1e6;
   }
@@ -241,7 +246,7 @@
    * The errors a paste most likely is, best first: [{id, title, message, exception, kind,
    * where, score}]. `index.piece(name)` returns a promise of one index file's JSON. `early`, if
    * given, is called once the word and template shards are in, with the results whose titles
-   * those shards already hold, before the entry chunks arrive.
+   * those shards already hold, before the entry shards arrive.
    */
   async function lookup(text, index, limit, early) {
     limit = limit || 10;
@@ -264,22 +269,22 @@
       byName.set(name, shards[i]);
     });
 
-    var evidence = new Map(); // entry number: [template, frame, word]
-    var known = new Map(); // entry number: a result from a template record
-    function slotOf(number) {
-      if (!evidence.has(number)) evidence.set(number, [0, 0, 0]);
-      return evidence.get(number);
+    var evidence = new Map(); // error id: [template, frame, word]
+    var known = new Map(); // error id: a result from a template record
+    function slotOf(id) {
+      if (!evidence.has(id)) evidence.set(id, [0, 0, 0]);
+      return evidence.get(id);
     }
 
     shards.forEach(function (shard) {
       shard.templates.forEach(function (record) {
-        var number = record[0], exception = record[2], segments = record[4];
-        var value = templateScore(forms, segments, !!record[5], !!record[6], manifest);
+        var id = record[0], exception = record[1], segments = record[3];
+        var value = templateScore(forms, segments, !!record[4], !!record[5], manifest);
         if (value > 0) {
           if (paste.exception && exception === paste.exception) value += manifest.named_exception;
-          var slot = slotOf(number);
+          var slot = slotOf(id);
           slot[0] = Math.max(slot[0], value);
-          known.set(number, { id: record[1], title: record[3], message: record[3], exception: exception, kind: null, where: null });
+          known.set(id, { id: id, title: record[2], message: record[2], exception: exception, kind: null, where: null });
         }
       });
     });
@@ -294,15 +299,14 @@
       var frequency = Math.floor(flat.length / 2);
       var idf = Math.log(1 + (count - frequency + 0.5) / (frequency + 0.5));
       knownWeight += idf;
-      var number = 0;
       for (var p = 0; p < flat.length; p += 2) {
-        number += flat[p];
-        totals.set(number, (totals.get(number) || 0) + (idf * flat[p + 1]) / 100);
-        matched.set(number, (matched.get(number) || 0) + 1);
+        var id = flat[p];
+        totals.set(id, (totals.get(id) || 0) + (idf * flat[p + 1]) / 100);
+        matched.set(id, (matched.get(id) || 0) + 1);
       }
     });
     var ranked = Array.from(totals.entries()).sort(function (a, b) {
-      return b[1] - a[1] || a[0] - b[0];
+      return b[1] - a[1] || compareIds(a[0], b[0]);
     });
     ranked.slice(0, manifest.word_candidates).forEach(function (item) {
       if (matched.get(item[0]) >= 2) slotOf(item[0]);
@@ -323,13 +327,13 @@
     }
 
     var results = [];
-    evidence.forEach(function (slot, number) {
-      var word = knownWeight ? Math.min(1, (totals.get(number) || 0) / knownWeight) : 0;
+    evidence.forEach(function (slot, id) {
+      var word = knownWeight ? Math.min(1, (totals.get(id) || 0) / knownWeight) : 0;
       var score = round6(slot[0] + slot[1] + word);
-      if (score >= manifest.min_score) results.push([score, number]);
+      if (score >= manifest.min_score) results.push([score, id]);
     });
     results.sort(function (a, b) {
-      return b[0] - a[0] || a[1] - b[1];
+      return b[0] - a[0] || compareIds(a[1], b[1]);
     });
     results = results.slice(0, limit);
 
@@ -341,19 +345,18 @@
       if (ready.length) early(ready);
     }
 
-    var chunk = manifest.entry_chunk;
-    var chunks = await Promise.all(results.map(function (item) {
-      return index.piece("e/" + Math.floor(item[1] / chunk) + ".json");
+    var entryShards = await Promise.all(results.map(function (item) {
+      return index.piece("e/" + bucket(item[1], manifest.entry_buckets) + ".json");
     }));
     return results.map(function (item, i) {
-      var row = chunks[i][item[1] % chunk];
+      var row = entryShards[i][item[1]];
       return {
-        id: row[0],
-        title: row[3],
-        message: row[4] ? row[3] : null,
-        exception: row[1],
-        kind: row[2],
-        where: row[5],
+        id: item[1],
+        title: row[2],
+        message: row[3] ? row[2] : null,
+        exception: row[0],
+        kind: row[1],
+        where: row[4],
         score: item[0],
       };
     });
