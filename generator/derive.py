@@ -263,22 +263,29 @@ def known_flags(entries: Iterable[ErrorEntry]) -> frozenset[str]:
 # -- Docstrings -------------------------------------------------------------------------------
 
 
-def docstring_of(lines: list[str], line: int, function: str) -> str | None:
+_DEFINITION = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+(\w+)")
+
+
+def docstring_of(lines: list[str], line: int, function: str, read: dict[int, str | None] | None = None) -> str | None:
     """The docstring of `function` (a qualified name) around 1-based `line` in a file's lines,
     cleaned like `inspect.cleandoc`; None at module level or when it has none.
 
     It reads only the definition's head, found by scanning up from the site, so it costs a
-    few lines of tokenizing rather than a parse of the file.
+    few lines of tokenizing rather than a parse of the file. `read`, when given, keeps the
+    docstrings already read from `lines` by definition line, for the file's other sites.
     """
     name = function.rsplit(".", 1)[-1] if function else ""
     if not name or name.startswith("<"):
         return None
-    pattern = re.compile(rf"^(\s*)(?:async\s+def|def|class)\s+{re.escape(name)}\b")
     indent = _indent(lines[line - 1]) if 0 < line <= len(lines) else 0
     for number in range(min(line, len(lines)) - 1, -1, -1):
-        match = pattern.match(lines[number])
-        if match and len(match[1]) < indent:
-            return _docstring_after(lines, number)
+        match = _DEFINITION.match(lines[number])
+        if match and match[2] == name and len(match[1]) < indent:
+            if read is None:
+                return _docstring_after(lines, number)
+            if number not in read:
+                read[number] = _docstring_after(lines, number)
+            return read[number]
     return None
 
 

@@ -102,7 +102,8 @@ def excerpt_blob(data: bytes, request: Request) -> Excerpts:
         for offset, (plain, markup) in enumerate(zip(chunk, html)):
             lines[start + offset] = (plain, markup)
     keep_ends = text.splitlines(keepends=True)
-    docstrings = {(line, function): derive.docstring_of(keep_ends, line, function) for line, function in request.functions}
+    read: dict[int, str | None] = {}
+    docstrings = {(line, function): derive.docstring_of(keep_ends, line, function, read) for line, function in request.functions}
     return Excerpts(lines, docstrings)
 
 

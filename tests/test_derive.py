@@ -135,6 +135,14 @@ def test_docstring_of(line, function, expected):
     assert derive.docstring_of(DOCSTRINGS, line, function) == expected
 
 
+def test_docstring_of_reads_each_definition_once_for_a_file():
+    read: dict[int, str | None] = {}
+    assert derive.docstring_of(DOCSTRINGS, 13, "Pool.alloc", read) == "Allocate `n` slots.\n\nRaises when full."
+    assert derive.docstring_of(DOCSTRINGS, 12, "Pool.alloc", read) == "Allocate `n` slots.\n\nRaises when full."
+    assert derive.docstring_of(DOCSTRINGS, 17, "Pool.free", read) is None
+    assert sorted(read) == [4, 14]
+
+
 def test_related_prefers_shared_settings_over_shared_words():
     sites = _sites(
         """
