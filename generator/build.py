@@ -194,7 +194,32 @@ def derive_site(
     each naming the revision it is pinned to (`pins`, by id)."""
     excerpts = read_excerpts(source, entries, cache_dir, jobs)
     related = cached_related(entries, cache_dir)
-    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related, stale, pins)
+    triggers = cached_triggers(entries, cache_dir)
+    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related, stale, pins, triggers)
+
+
+def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, str | None]:
+    """`derive.derive_trigger` of each error's first site, by id, reading the conditions in
+    words again only for sites whose inputs (`derive.trigger_inputs`) the last build did not
+    see; the texts stay in the cache under a digest of the deriving code."""
+    digest = hashlib.sha256(Path(derive.__file__).read_bytes() + repr(sys.version_info[:2]).encode()).hexdigest()[:32]
+    path = cache_dir / "triggers" / f"{digest}.pickle"
+    try:
+        known = pickle.loads(path.read_bytes())
+        if not isinstance(known, dict):
+            known = {}
+    except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
+        known = {}
+    triggers, used, added = {}, {}, False
+    for entry in entries:
+        key = derive.trigger_inputs(entry.sites[0])
+        if key not in known:
+            known[key], added = derive.derive_trigger(entry.sites[0]), True
+        triggers[entry.id] = used[key] = known[key]
+    # Only the inputs of this build are kept, so the cache does not grow with history.
+    if added or len(used) != len(known):
+        _write_atomic(path, pickle.dumps(used, protocol=5))
+    return triggers
 
 
 def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, tuple[str, ...]]:

@@ -185,6 +185,11 @@ def derive_trigger(site: Site) -> str | None:
     return f"{lead} when all of these hold:\n\n" + "\n".join(f"- {clause}" for clause in clauses) + "\n"
 
 
+def trigger_inputs(site: Site) -> tuple:
+    """Everything `derive_trigger` reads of a site: equal inputs give the same trigger."""
+    return (site.kind, site.function, site.conditions, site.context, site.assert_condition)
+
+
 def _context(context: str) -> str:
     head, _, rest = context.partition(" ")
     if head == "for" or head == "async":
@@ -535,13 +540,15 @@ def derive_articles(
     related: Mapping[str, tuple[str, ...]] | None = None,
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
+    triggers: Mapping[str, str | None] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id.
 
     `excerpts` maps (path, line) of a site to its snippet and enclosing docstring; `stale`
     maps an id to the revision its curated text was written for, when the code changed since;
     `pins` maps an id to the upstream revision its page names and links to (the last one at
-    which its code changed), `upstream` being used for ids without one.
+    which its code changed), `upstream` being used for ids without one; `triggers` maps an id
+    to its `derive_trigger` text when already known.
     """
     related = related if related is not None else related_errors(entries)
     stale = stale or {}
@@ -560,7 +567,7 @@ def derive_articles(
             Location(site, pinned.url(site.path, site.line), *excerpts.get((site.path, site.line), (None, None)))
             for site in entry.sites
         )
-        derived = derive_trigger(entry.sites[0])
+        derived = triggers[entry.id] if triggers is not None and entry.id in triggers else derive_trigger(entry.sites[0])
         trigger = curated_entry.trigger if curated_entry and curated_entry.trigger else derived
         articles.append(
             Article(

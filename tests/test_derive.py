@@ -204,3 +204,32 @@ def test_related_errors_of_the_kv4_error_are_about_platforms_or_kv_cache_dtypes(
     # At most two come from the error's own file, so the list reaches beyond one module.
     assert sum(by_id[other].sites[0].path == kv4.sites[0].path for other in related) <= 2
     assert any("HiSparse" in title and "kv" in title.lower() for title in titles), titles
+
+
+def test_cached_triggers_equal_derived_ones_and_are_reused(tmp_path, monkeypatch):
+    from generator.build import cached_triggers
+
+    entries = group_sites(
+        tuple(
+            extract_source(
+                textwrap.dedent(
+                    """
+                    def check(cfg):
+                        if cfg.tp_size > 8:
+                            raise ValueError("tp too large")
+                        assert cfg.dtype in ("fp8", "fp4"), "bad dtype"
+                        raise RuntimeError("always")
+                    """
+                ).encode(),
+                "python/sglang/srt/x.py",
+            )
+        ),
+        "r/r",
+    )
+    expected = {entry.id: derive.derive_trigger(entry.sites[0]) for entry in entries}
+    assert cached_triggers(entries, tmp_path) == expected
+    # A warm cache answers without deriving; an input it has not seen is derived.
+    monkeypatch.setattr(derive, "derive_trigger", lambda site: "derived again")
+    assert cached_triggers(entries, tmp_path) == expected
+    moved = tuple(replace(entry, sites=(replace(entry.sites[0], function="other"),)) for entry in entries[:1])
+    assert cached_triggers(moved, tmp_path) == {entries[0].id: "derived again"}
