@@ -322,12 +322,14 @@ class PageManifest:
             pages = previous["pages"]
         except (OSError, ValueError, KeyError, AttributeError):
             return frozenset()
+        # Plain strings: pathlib's objects cost more than the 54,000 stat calls themselves.
+        out = str(self.out)
         return frozenset(
             error
             for error, digest in digests.items()
             if pages.get(error) == digest
-            and (self.out / "errors" / error / "index.html").is_file()
-            and (self.out / "api" / "errors" / f"{error}.json").is_file()
+            and os.path.isfile(f"{out}/errors/{error}/index.html")
+            and os.path.isfile(f"{out}/api/errors/{error}.json")
         )
 
     def file_hashes(self) -> dict[str, str]:
