@@ -21,10 +21,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from generator import api, audit, derive, history, render
@@ -88,6 +89,8 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
             return previous
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
+        # The search index needs only the entries: it is made on the other core meanwhile.
+        search = in_background(partial(search_files, entries, extraction.upstream.repo), jobs, len(entries))
         blobs = {file.path: file.blob_sha for file in extraction.files}
         past = history.build_history(inputs.content, entries, extraction.upstream, blobs)
         pins = {error: history.pinned_upstream(record, extraction.upstream) for error, record in past.records.items()}
@@ -106,7 +109,7 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         manifest.clear()
         stamp.clear()
         coverage = audit.coverage(entries, (k for k in curated if k in by_id))
-        files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage)
+        files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage, search)
         total, written, hashes = write_site(files, inputs.out, hashes)
         manifest.save(digests, hashes)
         history.save_history(inputs.content, past, extraction.upstream)
@@ -255,15 +258,17 @@ def site_files(
     jobs: int | None = None,
     unchanged: frozenset[str] = frozenset(),
     coverage: audit.Coverage | None = None,
+    search: Callable[[], Iterable[tuple[str, bytes]]] | None = None,
 ) -> Iterator[tuple[str, bytes | None]]:
     """Every file of the site: shared pages, the search index, and each error's page and
     document, rendered on every core. The pages of `unchanged` ids are not rendered again:
-    they come as `None`, meaning "the previous build's file"."""
+    they come as `None`, meaning "the previous build's file". `search` gives the search
+    index's files when they are being made elsewhere (`in_background`)."""
     yield from render.render_shared(articles, info, changes)
     if coverage is not None:
         yield from render.render_coverage(coverage, info)
     yield "api/schema/content.json", api.dumps(curated_json_schema())
-    yield from search_files(entries, info.upstream.repo)
+    yield from search() if search is not None else search_files(entries, info.upstream.repo)
     for article in articles:
         if article.id in unchanged:
             yield f"errors/{article.id}/index.html", None
@@ -378,6 +383,42 @@ def _render_chunk(bounds: tuple[int, int]) -> list[tuple[str, bytes]]:
     assert _SHARED is not None
     articles, info = _SHARED
     return list(render.render_errors(articles[bounds[0] : bounds[1]], info))
+
+
+# The task a background process runs, set in the parent just before it forks.
+_BACKGROUND: Callable[[], object] | None = None
+
+
+def in_background(task: Callable[[], object], jobs: int | None, size: int) -> Callable[[], object]:
+    """Start `task` in a forked process, which inherits the records it reads instead of
+    receiving them pickled; returns a function that waits for its result. With one job, no
+    fork, or little work (`size` records), the task runs when its result is asked for."""
+    global _BACKGROUND
+    jobs = jobs or os.cpu_count() or 1
+    if jobs == 1 or size < 1000 or not _can_fork():
+        return task
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    _BACKGROUND = task
+    try:
+        # A fork pool starts its process inside submit, while the task is set.
+        future = pool.submit(_run_background)
+    finally:
+        _BACKGROUND = None
+
+    def result() -> object:
+        try:
+            return future.result()
+        finally:
+            pool.shutdown()
+
+    return result
+
+
+def _run_background() -> object:
+    assert _BACKGROUND is not None
+    return _BACKGROUND()
 
 
 def _can_fork() -> bool:

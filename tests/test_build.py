@@ -221,3 +221,11 @@ def test_serve_answers_pages_extensionless_api_and_reloads(tmp_path, repo):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_in_background_runs_an_unpicklable_task_in_a_forked_process():
+    records = tuple(range(1000))
+    result = build_module.in_background(lambda: (os.getpid(), sum(records)), jobs=2, size=len(records))
+    pid, total = result()
+    assert total == sum(records)
+    assert pid != os.getpid() or not build_module._can_fork()
