@@ -195,10 +195,11 @@ def derive_site(
 ) -> tuple[Article, ...]:
     """Snippets and docstrings from the source, related errors, triggers: one article per id,
     each naming the revision it is pinned to (`pins`, by id)."""
+    # Ranking related errors needs only the entries: done on the other core meanwhile.
+    related = in_background(partial(cached_related, entries, cache_dir), jobs, len(entries))
     excerpts = read_excerpts(source, entries, cache_dir, jobs)
-    related = cached_related(entries, cache_dir)
     triggers = cached_triggers(entries, cache_dir)
-    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related, stale, pins, triggers)
+    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related(), stale, pins, triggers)
 
 
 def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, str | None]:
