@@ -101,6 +101,9 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         articles = derive_site(source, extraction, entries, curated, past.inactive, inputs.cache_dir, jobs, stale, pins)
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
+        # Home and browse pages need only the articles: rendered on the other core while
+        # this one digests the pages.
+        shared = in_background(partial(shared_files, articles, info, past.changes), jobs, len(articles))
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, blobs)
         unchanged, hashes = manifest.unchanged(digests), manifest.file_hashes()
@@ -109,7 +112,7 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         manifest.clear()
         stamp.clear()
         coverage = audit.coverage(entries, (k for k in curated if k in by_id))
-        files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage, search)
+        files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage, search, shared)
         total, written, hashes = write_site(files, inputs.out, hashes)
         manifest.save(digests, hashes)
         history.save_history(inputs.content, past, extraction.upstream)
@@ -260,12 +263,14 @@ def site_files(
     unchanged: frozenset[str] = frozenset(),
     coverage: audit.Coverage | None = None,
     search: Callable[[], Iterable[tuple[str, bytes]]] | None = None,
+    shared: Callable[[], Iterable[tuple[str, bytes]]] | None = None,
 ) -> Iterator[tuple[str, bytes | None]]:
     """Every file of the site: shared pages, the search index, and each error's page and
     document, rendered on every core. The pages of `unchanged` ids are not rendered again:
-    they come as `None`, meaning "the previous build's file". `search` gives the search
-    index's files when they are being made elsewhere (`in_background`)."""
-    yield from render.render_shared(articles, info, changes)
+    they come as `None`, meaning "the previous build's file". `search` and `shared` give the
+    search index's files and the shared pages when they are being made elsewhere
+    (`in_background`)."""
+    yield from shared() if shared is not None else render.render_shared(articles, info, changes)
     if coverage is not None:
         yield from render.render_coverage(coverage, info)
     yield "api/schema/content.json", api.dumps(curated_json_schema())
@@ -275,6 +280,11 @@ def site_files(
             yield f"errors/{article.id}/index.html", None
             yield f"api/errors/{article.id}.json", None
     yield from _render_errors(tuple(a for a in articles if a.id not in unchanged), info, jobs)
+
+
+def shared_files(articles: tuple[Article, ...], info: render.SiteInfo, changes: tuple[Change, ...]) -> list[tuple[str, bytes]]:
+    """`render.render_shared` as a list, to be made in another process."""
+    return list(render.render_shared(articles, info, changes))
 
 
 def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> Iterable[tuple[str, bytes]]:
