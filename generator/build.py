@@ -32,6 +32,7 @@ from generator import api, audit, derive, history, render
 from generator.content import curated_json_schema
 from generator.config import Config
 from generator.errors import BuildError
+from generator.files import write_cache
 from generator.highlight import excerpter_version, read_excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, Extraction, LedgerRecord, Problem, Upstream, group_sites
 from generator.pipeline import extract_upstream
@@ -172,7 +173,7 @@ class BuildStamp:
         """Remember this build, digesting the inputs again: the build itself just wrote the
         ledger into the content folder, and the next build will read that ledger."""
         self.digest = self._digest()
-        _write_atomic(self.path, pickle.dumps((self.digest, result)))
+        write_cache(self.path, pickle.dumps((self.digest, result)))
 
 
 # -- Join and derive ------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[st
         triggers[entry.id] = used[key] = known[key]
     # Only the inputs of this build are kept, so the cache does not grow with history.
     if added or len(used) != len(known):
-        _write_atomic(path, pickle.dumps(used, protocol=5))
+        write_cache(path, pickle.dumps(used, protocol=5))
     return triggers
 
 
@@ -243,7 +244,7 @@ def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str
         previous = None
     state = derive.related_state(entries, previous=previous)
     if previous is None or state != previous:
-        _write_atomic(path, pickle.dumps(state, protocol=5))
+        write_cache(path, pickle.dumps(state, protocol=5))
     return state.related
 
 
@@ -360,7 +361,7 @@ class PageManifest:
 
     def save(self, digests: Mapping[str, str], hashes: Mapping[str, str]) -> None:
         record = {"salt": self.salt, "pages": digests, "files": hashes}
-        _write_atomic(self.path, json.dumps(record, sort_keys=True).encode())
+        write_cache(self.path, json.dumps(record, sort_keys=True).encode())
 
 
 def _render_errors(articles: tuple[Article, ...], info: render.SiteInfo, jobs: int | None) -> Iterator[tuple[str, bytes]]:
@@ -579,14 +580,3 @@ def _remove_in_background(folder: Path) -> None:
         )
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except OSError:
-        pass

@@ -11,13 +11,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 
 from generator.errors import ContentError
+from generator.files import write_atomic
 from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream
 
 LEDGER_FOLDER = "ledger"
@@ -128,19 +127,6 @@ def load_changes(content: Path) -> tuple[Change, ...]:
             except (ValueError, TypeError) as error:
                 raise ContentError(f"{path}:{number}: change record: {error}") from None
     return tuple(changes)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # -- Updating the ledger ------------------------------------------------------------------------

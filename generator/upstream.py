@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -21,6 +19,7 @@ from pathlib import Path
 
 from generator.config import Config
 from generator.errors import SourceError
+from generator.files import write_atomic
 from generator.model import SourceFile, Upstream
 
 _PYPI_SPEC = re.compile(r"pypi:(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>[A-Za-z0-9_.!+\-]+)")
@@ -114,7 +113,7 @@ class PypiSource(Source):
         release = choose_release(index.get("files", []), self._name, self._version)
         if release is None:
             raise SourceError(f"pypi:{self._name}=={self._version}: no such release on {url}")
-        _write_atomic(record, json.dumps(_asdict(release)).encode())
+        write_atomic(record, json.dumps(_asdict(release)).encode())
         return release
 
     def _archive(self, release: Release) -> Path:
@@ -128,7 +127,7 @@ class PypiSource(Source):
             raise SourceError(f"{release.filename}: download failed: {error}") from None
         if hashlib.sha256(data).hexdigest() != release.sha256:
             raise SourceError(f"{release.filename}: corrupt download: sha256 does not match the index")
-        _write_atomic(path, data)
+        write_atomic(path, data)
         return path
 
 
@@ -207,18 +206,6 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # -- git -----------------------------------------------------------------------------------------

@@ -1,0 +1,29 @@
+"""Writing files so that a reader never sees half of one: temp file beside it, then rename."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` in one step; a failure leaves the old file and no temp file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_cache(path: Path, data: bytes) -> None:
+    """`write_atomic` for caches: a cache that cannot be written only costs time later."""
+    try:
+        write_atomic(path, data)
+    except OSError:
+        pass
