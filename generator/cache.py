@@ -7,10 +7,9 @@ it moved. Entries are written atomically; an unreadable entry counts as missing.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from generator.files import write_cache
 from generator.model import Placeholder, Site, Template
 
 
@@ -38,16 +37,7 @@ class SiteCache:
             entry = {"skipped": result}
         else:
             entry = {"sites": [site_to_json(site) for site in result]}
-        target = self._path(blob_sha)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                json.dump(entry, handle, separators=(",", ":"))
-            os.replace(temporary, target)
-        except OSError:
-            # A cache that cannot be written only costs time on the next run.
-            pass
+        write_cache(self._path(blob_sha), json.dumps(entry, separators=(",", ":")).encode())
 
 
 def site_to_json(site: Site) -> list:

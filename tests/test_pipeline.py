@@ -66,7 +66,8 @@ def test_corrupt_cache_entry_is_treated_as_missing(repo, tmp_path):
     path, (first, _) = repo
     cold = extract(path, first, tmp_path / "cache")
     entries = sorted((tmp_path / "cache" / "sites").rglob("*.json"))
-    assert entries and not list((tmp_path / "cache" / "sites").rglob(".tmp-*"))
+    # Written atomically: no temporary file is left beside the entries.
+    assert entries and not list((tmp_path / "cache" / "sites").rglob(".*"))
     for entry in entries:
         entry.write_bytes(b'{"sites": [["raise", trunc')
     assert extract(path, first, tmp_path / "cache").sites == cold.sites
