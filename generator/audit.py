@@ -156,10 +156,14 @@ def find_stale(curated: Mapping[str, Curated], current: Mapping[str, str], revis
     return tuple(found)
 
 
-def stale_revisions(curated: Mapping[str, Curated], entries: Mapping[str, ErrorEntry], source: Source) -> dict[str, str]:
+def stale_revisions(
+    curated: Mapping[str, Curated], entries: Mapping[str, ErrorEntry], source: Source, current: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """For the build: each stale entry's id and the revision its text was written for, the
-    `stale` mapping `derive` takes to mark a page as written for older code."""
-    current = fingerprints([entries[error] for error in sorted(curated) if error in entries], source)
+    `stale` mapping `derive` takes to mark a page as written for older code. `current` holds
+    the fingerprints (`fingerprints`) when they are already known."""
+    if current is None:
+        current = fingerprints([entries[error] for error in sorted(curated) if error in entries], source)
     found = {error: stale_since(curated[error], fingerprint) for error, fingerprint in current.items()}
     return {error: since for error, since in found.items() if since is not None}
 

@@ -15,6 +15,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import operator
 import os
 import pickle
 import shutil
@@ -24,23 +25,23 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import fields, replace
 from functools import partial
 from pathlib import Path
 
-from generator import api, audit, derive, history, render
+from generator import api, audit, derive, history, model, render
 from generator.content import curated_json_schema
 from generator.config import Config
 from generator.errors import BuildError
 from generator.files import write_cache
 from generator.highlight import excerpter_version, read_excerpts
-from generator.model import Article, Change, Curated, ErrorEntry, Extraction, LedgerRecord, Problem, Upstream, group_sites
-from generator.pipeline import extract_upstream
+from generator.model import Article, Change, Curated, ErrorEntry, Extraction, LedgerRecord, Problem, Upstream, group_sites, record
+from generator.pipeline import extract_upstream, extractor_version
 from generator.progress import Progress
 from generator.upstream import Source, open_source
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BuildResult:
     """What a build did: where, from what, how many files, how many changed, what it skipped."""
 
@@ -55,7 +56,7 @@ class BuildResult:
     stale: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Inputs:
     """Where a build reads and writes; every path already resolved from config and options."""
 
@@ -90,40 +91,43 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
             return previous
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
-        # The search index needs only the entries: it is made on the other core meanwhile.
+        # The search index and related errors need only the entries: made on the other core
+        # meanwhile.
         search = in_background(partial(search_files, entries, extraction.upstream.repo), jobs, len(entries))
         blobs = {file.path: file.blob_sha for file in extraction.files}
+        related = in_background(partial(cached_related, entries, inputs.cache_dir, blobs), jobs, len(entries))
         past = history.build_history(inputs.content, entries, extraction.upstream, blobs)
         pins = {error: history.pinned_upstream(record, extraction.upstream) for error, record in past.records.items()}
         written_here = load_content(inputs.content, extraction.upstream.repo)
         curated = history.carry_curated(written_here, past.records)
         by_id = {entry.id: entry for entry in entries}
-        stale = audit.stale_revisions({k: v for k, v in curated.items() if not v.review}, by_id, source)
+        stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        articles = derive_site(source, extraction, entries, curated, past.inactive, inputs.cache_dir, jobs, stale, pins)
+        articles = derive_site(extraction, entries, curated, past.inactive, inputs.cache_dir, related(), stale, pins)
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
         # Home and browse pages need only the articles: rendered on the other core while
         # this one digests the pages.
         shared = in_background(partial(shared_files, articles, info, past.changes), jobs, len(articles))
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, blobs)
-        unchanged, hashes = manifest.unchanged(digests), manifest.file_hashes()
+        unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
+        articles = with_excerpts(articles, unchanged, source, entries, inputs.cache_dir, jobs)
         # Until the new tree is in place and described, no manifest: a build killed after the
         # swap must not leave one describing the tree before it.
         manifest.clear()
         stamp.clear()
         coverage = audit.coverage(entries, (k for k in curated if k in by_id))
         files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage, search, shared)
-        total, written, hashes = write_site(files, inputs.out, hashes)
-        manifest.save(digests, hashes)
+        written = write_site(files, inputs.out, hashes, spare)
+        manifest.save(digests, written.hashes, written.spare)
         history.save_history(inputs.content, past, extraction.upstream)
         result = BuildResult(
             out=inputs.out,
             upstream=extraction.upstream,
             errors=len(entries),
             curated=sum(1 for entry in entries if entry.id in curated),
-            files=total,
-            written=written,
+            files=written.total,
+            written=written.written,
             problems=extraction.problems,
             orphans=tuple(str(orphan) for orphan in orphans),
             stale=len(stale),
@@ -187,53 +191,91 @@ def load_content(folder: Path, repo: str) -> dict[str, Curated]:
 
 
 def derive_site(
-    source: Source,
     extraction: Extraction,
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],
     ledger: tuple[LedgerRecord, ...],
     cache_dir: Path,
-    jobs: int | None,
+    related: Mapping[str, tuple[str, ...]],
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
 ) -> tuple[Article, ...]:
-    """Snippets and docstrings from the source, related errors, triggers: one article per id,
-    each naming the revision it is pinned to (`pins`, by id)."""
-    # Ranking related errors needs only the entries: done on the other core meanwhile.
-    related = in_background(partial(cached_related, entries, cache_dir), jobs, len(entries))
-    excerpts = read_excerpts(source, entries, cache_dir, jobs)
+    """Triggers and curated text joined with `related` (related ids by id): one article per id, each naming the revision it
+    is pinned to (`pins`, by id). Without snippets and docstrings: `with_excerpts` adds them
+    to the articles whose pages are rendered."""
     triggers = cached_triggers(entries, cache_dir)
-    return derive.derive_articles(entries, curated, extraction.upstream, excerpts, ledger, related(), stale, pins, triggers)
+    # Kept by place (`history.places`): cheaper to compare than the parts of a template.
+    first = {entry.id: entry.sites[0] for entry in entries}
+    blobs = {file.path: file.blob_sha for file in extraction.files}
+    keys = {error: history.places((site,), blobs) for error, site in first.items()}
+    code = [derive.__file__, extractor_version()]
+    mentions = cached_values(cache_dir, "mentions", code, keys, lambda ids: {i: derive.mention_parts(first[i]) for i in ids})
+    return derive.derive_articles(entries, curated, extraction.upstream, {}, ledger, related, stale, pins, triggers, mentions)
 
 
-def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, str | None]:
-    """`derive.derive_trigger` of each error's first site, by id, reading the conditions in
-    words again only for sites whose inputs (`derive.trigger_inputs`) the last build did not
-    see; the texts stay in the cache under a digest of the deriving code."""
-    digest = hashlib.sha256(Path(derive.__file__).read_bytes() + repr(sys.version_info[:2]).encode()).hexdigest()[:32]
-    path = cache_dir / "triggers" / f"{digest}.pickle"
+def with_excerpts(
+    articles: tuple[Article, ...], unchanged: frozenset[str], source: Source, entries: tuple[ErrorEntry, ...], cache_dir: Path, jobs: int | None
+) -> tuple[Article, ...]:
+    """`articles`, those not `unchanged` with the snippets and docstrings of their sites: read
+    (or highlighted) only for the files those pages show, since a rebuild renders few pages."""
+    paths = {location.site.path for article in articles if article.id not in unchanged for location in article.locations}
+    if not paths:
+        return articles
+    excerpts = read_excerpts(source, entries, cache_dir, jobs, paths)
+    return tuple(article if article.id in unchanged else derive.with_excerpts(article, excerpts) for article in articles)
+
+
+def cached_values(
+    cache_dir: Path, name: str, code: Iterable[str], keys: Mapping[str, object], compute: Callable[[list[str]], Mapping[str, object]]
+) -> dict[str, object]:
+    """A value per id, computed (`compute`, given the ids to do) only for ids whose key the last
+    build did not see: the values stay in the cache by key, under a digest of the `code` that
+    computes them (module files, and version strings such as `extractor_version`). Keys are
+    hashable records of everything else the value is computed from."""
+    digest = hashlib.sha256(repr(sys.version_info[:2]).encode())
+    for part in code:
+        digest.update(Path(part).read_bytes() if part.endswith(".py") else part.encode())
+    path = cache_dir / name / f"{digest.hexdigest()[:32]}.pickle"
     try:
         known = pickle.loads(path.read_bytes())
         if not isinstance(known, dict):
             known = {}
     except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
         known = {}
-    triggers, used, added = {}, {}, False
-    for entry in entries:
-        key = derive.trigger_inputs(entry.sites[0])
-        if key not in known:
-            known[key], added = derive.derive_trigger(entry.sites[0]), True
-        triggers[entry.id] = used[key] = known[key]
-    # Only the inputs of this build are kept, so the cache does not grow with history.
-    if added or len(used) != len(known):
+    missing = [error for error, key in keys.items() if key not in known]
+    fresh = compute(missing) if missing else {}
+    values, used = {}, {}
+    for error, key in keys.items():
+        value = fresh[error] if error in fresh else known[key]
+        values[error] = used[key] = value
+    # Only the keys of this build are kept, so the cache does not grow with history.
+    if missing or len(used) != len(known):
         write_cache(path, pickle.dumps(used, protocol=5))
-    return triggers
+    return values
 
 
-def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, tuple[str, ...]]:
+def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, str | None]:
+    """`derive.derive_trigger` of each error's first site, by id, reading the conditions in
+    words again only for sites whose inputs (`derive.trigger_inputs`) the last build did not see."""
+    first = {entry.id: entry.sites[0] for entry in entries}
+    keys = {error: derive.trigger_inputs(site) for error, site in first.items()}
+    return cached_values(cache_dir, "triggers", [derive.__file__], keys, lambda ids: {i: derive.derive_trigger(first[i]) for i in ids})
+
+
+def stale_curated(curated: Mapping[str, Curated], by_id: Mapping[str, ErrorEntry], source: Source, blobs: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
+    """`audit.stale_revisions` of the entries not waiting for review, fingerprinting again (a
+    parse of each file) only errors whose sites' places (`history.places`) are new."""
+    written = {error: entry for error, entry in curated.items() if not entry.review}
+    keys = {error: history.places(by_id[error].sites, blobs) for error in sorted(written) if error in by_id}
+    current = cached_values(cache_dir, "fingerprints", [audit.__file__], keys, lambda ids: audit.fingerprints([by_id[i] for i in ids], source))
+    return audit.stale_revisions(written, by_id, source, current)
+
+
+def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path, blobs: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...]]:
     """`derive.related_errors`, ranking again only the errors an upstream change can have moved:
     the last ranking and what it was made from stay in the cache, under a digest of the
-    ranking's code. The result is the same as ranking every error (`derive.related_state`)."""
+    ranking's code, and with `blobs` (path -> blob sha) each error's features are kept by the
+    places of its sites. The result is the same as ranking every error (`derive.related_state`)."""
     digest = hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest()[:32]
     path = cache_dir / "related" / f"state-{digest}.pickle"
     try:
@@ -242,7 +284,14 @@ def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str
             previous = None
     except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
         previous = None
-    state = derive.related_state(entries, previous=previous)
+    features = None
+    if blobs is not None:
+        by_id = {entry.id: entry for entry in entries}
+        keys = {entry.id: history.places(entry.sites, blobs) for entry in entries}
+        code = [derive.__file__, extractor_version()]
+        known = cached_values(cache_dir, "features", code, keys, lambda ids: {i: (derive.entry_features(by_id[i]), derive.entry_names(by_id[i])) for i in ids})
+        features = [known[entry.id] for entry in entries]
+    state = derive.related_state(entries, previous=previous, features=features)
     if previous is None or state != previous:
         write_cache(path, pickle.dumps(state, protocol=5))
     return state.related
@@ -302,8 +351,11 @@ class PageManifest:
     article per id, under a salt of everything else a page depends on (templates, renderer,
     highlighter, site settings). A page whose digest is unchanged is not rendered again.
 
-    Snippets enter the digest as the blob sha they were cut from, since a snippet is a pure
-    function of the blob, its range (in the site) and the highlighter (in the salt). The
+    A page's sites, and its template and snippets and docstrings, which are read from its sites,
+    enter the digest as where each site is: path, lines and the blob sha of its file. A site is
+    a pure function of those and of the extractor, as a snippet is of its site and the
+    highlighter (both in the salt); pickling 28,000 sites would cost more than the rest of
+    the digest. So the digest can be made before snippets are read (`with_excerpts`). The
     build's own revision is in neither: a page names the revision its article is pinned to.
     """
 
@@ -313,7 +365,8 @@ class PageManifest:
         self.out = out
         salt = hashlib.sha256(render.templates_digest().encode())
         salt.update(excerpter_version().encode())
-        for module in (api, derive, sys.modules[__name__]):
+        salt.update(extractor_version().encode())
+        for module in (api, derive, model, sys.modules[__name__]):
             salt.update(Path(module.__file__).read_bytes())
         salt.update(pickle.dumps((info.upstream.repo, info.base_url, info.report_url)))
         self.salt = salt.hexdigest()
@@ -322,10 +375,8 @@ class PageManifest:
     def digests(self, articles: tuple[Article, ...], blobs: Mapping[str, str]) -> dict[str, str]:
         digests = {}
         for article in articles:
-            locations = tuple(replace(location, snippet=None) for location in article.locations)
-            shas = tuple(blobs.get(location.site.path) for location in article.locations)
-            pinned = article.upstream or self._fallback
-            payload = pickle.dumps((replace(article, locations=locations, upstream=pinned), shas), protocol=5)
+            places = history.places((location.site for location in article.locations), blobs)
+            payload = pickle.dumps((places, _digested(article), article.upstream or self._fallback), protocol=5)
             digests[article.id] = hashlib.sha256(payload).hexdigest()[:32]
         return digests
 
@@ -356,12 +407,43 @@ class PageManifest:
         except (OSError, ValueError, KeyError, TypeError):
             return {}
 
+    def spare_hashes(self) -> dict[str, str] | None:
+        """The digest of every file of the spare tree the last build kept (`spare_of`), by path;
+        None when there is none, or the folder there is not the one the last build left."""
+        try:
+            record = json.loads(self.path.read_bytes())
+            files, spare = record["files"], record["spare"]
+            folder = os.stat(spare_of(self.out.absolute()))
+            if spare is None or spare["folder"] != [folder.st_dev, folder.st_ino]:
+                return None
+            hashes = {**files, **spare["differs"]}
+            for path in spare["absent"]:
+                del hashes[path]
+            return hashes
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
 
-    def save(self, digests: Mapping[str, str], hashes: Mapping[str, str]) -> None:
-        record = {"salt": self.salt, "pages": digests, "files": hashes}
+    def save(self, digests: Mapping[str, str], hashes: Mapping[str, str], spare: Mapping[str, str] | None = None) -> None:
+        """Record this build's pages and files, and the spare tree as what differs from them."""
+        record = {"salt": self.salt, "pages": digests, "files": hashes, "spare": None}
+        try:
+            folder = os.stat(spare_of(self.out.absolute())) if spare is not None else None
+        except OSError:
+            folder = None
+        if spare is not None and folder is not None:
+            record["spare"] = {
+                "folder": [folder.st_dev, folder.st_ino],
+                "differs": {path: digest for path, digest in spare.items() if hashes.get(path) != digest},
+                "absent": sorted(hashes.keys() - spare.keys()),
+            }
         write_cache(self.path, json.dumps(record, sort_keys=True).encode())
+
+
+# Every field of an article but those read from its sites (see `PageManifest`).
+_digested = operator.attrgetter(*(field.name for field in fields(Article) if field.name not in ("locations", "template", "upstream")))
 
 
 def _render_errors(articles: tuple[Article, ...], info: render.SiteInfo, jobs: int | None) -> Iterator[tuple[str, bytes]]:
@@ -464,105 +546,242 @@ def build_lock(out: Path):
         handle.close()
 
 
-def write_site(
-    files: Iterable[tuple[str, bytes | None]], out: Path, previous: Mapping[str, str] | None = None
-) -> tuple[int, int, dict[str, str]]:
-    """Write every file into a new folder beside `out`, then swap it in; returns (files,
-    files whose bytes changed, digest of each file by path).
+@record
+class Written:
+    """What `write_site` did: the files of the new site, how many of them changed bytes, the
+    digest of each by path, and the digests of the tree it kept as the spare (None: none kept)."""
 
-    Unchanged files are hard links to the previous build's, and so is a file given as None.
-    `previous` holds the digests of the files the last build wrote, so telling an unchanged
-    file costs a hash in memory rather than a read; without it the old file is read.
+    total: int
+    written: int
+    hashes: dict[str, str]
+    spare: dict[str, str] | None
+
+
+def spare_of(out: Path) -> Path:
+    """The site before the current one, kept beside `out` to be brought up to date by the next
+    build instead of making a new tree: `.<out>.spare`."""
+    return out.parent / f".{out.name}.spare"
+
+
+def write_site(
+    files: Iterable[tuple[str, bytes | None]],
+    out: Path,
+    previous: Mapping[str, str] | None = None,
+    spare: Mapping[str, str] | None = None,
+) -> Written:
+    """Write every file into a tree beside `out`, then swap it in.
+
+    `previous` holds the digests of the files of the site now in `out`, by path; `spare` those
+    of the tree the last build kept beside it (`spare_of`). With both, that tree is brought up
+    to date, replacing only the files that differ, and swapped in: a rebuild then costs what
+    changed, not 27,000 new folders. Otherwise a new tree is made. Either way the site that was
+    in `out` is kept as the next spare when `previous` describes it.
+
+    A file whose bytes equal the current site's is a hard link to it (same bytes, same mtime),
+    and so is a file given as None; a file whose bytes changed is a new file. Without
+    `previous`, telling an unchanged file costs a read of the old one.
     """
     out = out.absolute()
     # Leftovers of a build that was killed: never part of any site.
     for stale in [*out.parent.glob(f".{out.name}.tmp-*"), *out.parent.glob(f".{out.name}.old-*")]:
         shutil.rmtree(stale, ignore_errors=True)
+    kept = spare_of(out)
+    reuse = bool(previous) and spare is not None and kept.is_dir() and not kept.is_symlink() and out.is_dir()
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        if reuse:
+            tree = kept
+        else:
+            if os.path.lexists(kept):
+                _discard(kept, out)
+            tree = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     except OSError as error:
         raise BuildError(f"{out}: cannot write in {out.parent} ({error.strerror})") from None
-    hashes: dict[str, str] = {}
-    # Plain strings and os calls: a site has 57,000 files in 27,000 folders, and pathlib's
-    # objects cost more than the links and folders themselves.
-    old, new = str(out), str(staging)
+    writer = _TreeWriter(str(tree), str(out), previous or {}, spare if reuse else {})
     try:
-        total = written = 0
-        made: set[str] = {new}
         for relative, data in files:
-            target = f"{new}/{relative}"
-            parent = target.rpartition("/")[0]
-            if parent not in made:
-                os.makedirs(parent, exist_ok=True)
-                made.add(parent)
-            total += 1
-            if data is None:
-                _link_previous(f"{old}/{relative}", target)
-                if previous and relative in previous:
-                    hashes[relative] = previous[relative]
-                continue
-            digest = hashes[relative] = hashlib.blake2b(data, digest_size=16).hexdigest()
-            known = None if not previous else previous.get(relative) == digest
-            if not _keep_previous(f"{old}/{relative}", target, data, known):
-                with open(target, "wb") as handle:
-                    handle.write(data)
-                written += 1
-        os.chmod(staging, 0o755)
-        _swap(staging, out)
+            writer.put(relative, data)
+        writer.remove_the_rest()
+        os.chmod(tree, 0o755)
+        old = _swap(tree, out)
     except OSError as error:
         # A full disk, a read-only folder: the previous site is still whole, and this is not a bug.
-        shutil.rmtree(staging, ignore_errors=True)
+        _discard(tree, out) if reuse else shutil.rmtree(tree, ignore_errors=True)
         where = f": {error.filename}" if error.filename else ""
         raise BuildError(f"{out}: cannot write the site ({error.strerror}{where}); the previous site is unchanged") from None
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        _discard(tree, out) if reuse else shutil.rmtree(tree, ignore_errors=True)
         raise
-    return total, written, hashes
-
-
-def _keep_previous(previous: str, target: str, data: bytes, known: bool | None) -> bool:
-    """Link the previous build's file when its bytes are the same; False when they differ.
-    `known` says whether the last build's digest matched; None when there is none to ask."""
+    total, written, hashes = writer.total, writer.written, writer.hashes
+    if old is None:
+        return Written(total, written, hashes, None)
+    if not previous:
+        _remove_in_background(old)
+        return Written(total, written, hashes, None)
     try:
-        if known is None:
-            if os.stat(previous).st_size != len(data):
-                return False
-            with open(previous, "rb") as handle:
-                if handle.read() != data:
-                    return False
-        elif not known:
+        if old != kept:
+            os.replace(old, kept)
+    except OSError:
+        _remove_in_background(old)
+        return Written(total, written, hashes, None)
+    return Written(total, written, hashes, dict(previous))
+
+
+class _TreeWriter:
+    """Puts one file after another into `root` (a new folder, or the spare tree), linking to
+    the current site in `old` what did not change. Plain strings and os calls: a site has
+    57,000 files in 27,000 folders, and pathlib's objects cost more than the links themselves.
+
+    A file already in `root` is never written into: it may be the very inode the current site
+    serves. It is replaced by a new file or a new link instead."""
+
+    def __init__(self, root: str, old: str, previous: Mapping[str, str], spare: Mapping[str, str]) -> None:
+        self.root, self.old, self.previous, self.spare = root, old, previous, spare
+        self.hashes: dict[str, str] = {}
+        self.total = self.written = 0
+        self._made = {root}
+
+    def put(self, relative: str, data: bytes | None) -> None:
+        self.total += 1
+        current = self.previous.get(relative)
+        old = f"{self.old}/{relative}"
+        if data is None:
+            digest = current if current is not None else _file_digest(old)
+            same = True
+        else:
+            digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+            same = digest == current if self.previous else _same_bytes(old, data)
+        self.hashes[relative] = digest
+        if same and current is not None and self.spare.get(relative) == current:
+            # The spare's file is the current site's own (both were linked to one inode).
+            return
+        target = f"{self.root}/{relative}"
+        self._folder(target.rpartition("/")[0])
+        if same and self._link(old, target):
+            return
+        if data is None:
+            raise BuildError(f"{old}: the previous build's file vanished during the build")
+        self._replace(target, partial(_write_new, target, data))
+        self.written += 1
+
+    def remove_the_rest(self) -> None:
+        """Remove what the spare tree has and this site does not, and the folders left empty."""
+        for relative in sorted(self.spare.keys() - self.hashes.keys()):
+            path = f"{self.root}/{relative}"
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, IsADirectoryError):
+                continue  # gone already, or now a folder of this site's
+            folder = path.rpartition("/")[0]
+            while folder != self.root:
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
+                folder = folder.rpartition("/")[0]
+
+    def _link(self, old: str, target: str) -> bool:
+        try:
+            self._replace(target, partial(os.link, old, target))
+            return True
+        except FileNotFoundError:
             return False
-        os.link(previous, target)
-        return True
+
+    def _replace(self, target: str, make: Callable[[], object]) -> None:
+        try:
+            make()
+        except FileExistsError:
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)
+            else:
+                os.unlink(target)
+            make()
+
+    def _folder(self, folder: str) -> None:
+        if folder in self._made:
+            return
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            # A file of the spare tree stands where this site has a folder.
+            parts = folder[len(self.root) + 1 :].split("/")
+            for count in range(1, len(parts) + 1):
+                prefix = "/".join([self.root, *parts[:count]])
+                if os.path.islink(prefix) or os.path.isfile(prefix):
+                    os.unlink(prefix)
+            os.makedirs(folder, exist_ok=True)
+        self._made.add(folder)
+
+
+def _write_new(target: str, data: bytes) -> None:
+    with open(target, "xb") as handle:
+        handle.write(data)
+
+
+def _file_digest(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.blake2b(handle.read(), digest_size=16).hexdigest()
+    except OSError as error:
+        raise BuildError(f"{path}: the previous build's file vanished during the build ({error.strerror})") from None
+
+
+def _same_bytes(path: str, data: bytes) -> bool:
+    try:
+        if os.stat(path).st_size != len(data):
+            return False
+        with open(path, "rb") as handle:
+            return handle.read() == data
     except OSError:
         return False
 
 
-def _link_previous(previous: str, target: str) -> None:
-    try:
-        os.link(previous, target)
-    except OSError:
-        try:
-            shutil.copy2(previous, target)
-        except OSError as error:
-            raise BuildError(f"{previous}: the previous build's file vanished during the build ({error})") from None
-
-
-def _swap(staging: Path, out: Path) -> None:
-    """Put `staging` at `out`; the previous tree stays whole until the new one is in place."""
+def _swap(tree: Path, out: Path) -> Path | None:
+    """Put `tree` at `out`; returns where the site that was there is now (None: there was
+    none). Where the system can, both folders trade places in one step; elsewhere the old one
+    is moved aside first, and a reader may find no site for that instant."""
     if not out.exists():
-        os.replace(staging, out)
-        return
+        os.replace(tree, out)
+        return None
     if not out.is_dir():
         raise BuildError(f"{out}: exists and is not a folder")
+    if _exchange(tree, out):
+        return tree
     retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
     os.rmdir(retired)
     os.replace(out, retired)
     try:
-        os.replace(staging, out)
+        os.replace(tree, out)
     except OSError:
         os.replace(retired, out)
         raise
+    return retired
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two folders atomically (Linux's `renameat2` with RENAME_EXCHANGE); False where the
+    C library or the file system cannot."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def _discard(folder: Path, out: Path) -> None:
+    """Move `folder` out of the way at once and delete it in the background; if that never
+    finishes, the next build into `out` clears it."""
+    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.rmdir(retired)
+    os.replace(folder, retired)
     _remove_in_background(retired)
 
 

@@ -14,9 +14,10 @@ import math
 import re
 import tokenize
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
+from generator import model
 from generator.model import (
     Article,
     Curated,
@@ -213,21 +214,31 @@ _ENV_VAR = re.compile(
 )
 
 
-def mentioned_names(entry_or_site: ErrorEntry | Site, flags: frozenset[str] = frozenset()) -> tuple[str, ...]:
+def mentioned_names(
+    entry_or_site: ErrorEntry | Site, flags: frozenset[str] = frozenset(), parts: MentionParts | None = None
+) -> tuple[str, ...]:
     """The flags and environment variables an error's message names, plus the flags among
     `flags` whose setting its guard conditions test (`cfg.kv_cache_dtype` -> `--kv-cache-dtype`).
-    Sorted: flags first, then environment variables."""
-    sites = entry_or_site.sites if isinstance(entry_or_site, ErrorEntry) else (entry_or_site,)
-    found: set[str] = set()
-    for site in sites[:1]:
-        literal = _literal_text(site)
-        found.update(_FLAG.findall(literal))
-        found.update(_ENV_VAR.findall(literal))
-        for name in _identifiers(site):
-            flag = "--" + name.replace("_", "-")
-            if flag in flags:
-                found.add(flag)
+    Sorted: flags first, then environment variables. `parts` are the first site's
+    `mention_parts` when already known."""
+    site = entry_or_site.sites[0] if isinstance(entry_or_site, ErrorEntry) else entry_or_site
+    named_flags, variables, candidates = parts or mention_parts(site)
+    found = {*named_flags, *variables, *(flag for flag in candidates if flag in flags)}
     return tuple(sorted(found, key=lambda name: (not name.startswith("--"), name)))
+
+
+MentionParts = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def mention_parts(site: Site) -> MentionParts:
+    """What `mentioned_names` and `known_flags` read of a site: the flags and the environment
+    variables its message names, and the flags its conditions' names would be."""
+    literal = _literal_text(site)
+    return (
+        tuple(sorted(set(_FLAG.findall(literal)))),
+        tuple(sorted(set(_ENV_VAR.findall(literal)))),
+        tuple(sorted({"--" + name.replace("_", "-") for name in _identifiers(site)})),
+    )
 
 
 def _literal_text(site: Site) -> str:
@@ -257,11 +268,12 @@ _NOT_NAMES = frozenset(
 )
 
 
-def known_flags(entries: Iterable[ErrorEntry]) -> frozenset[str]:
-    """Every `--flag` any message names: the flags upstream's messages teach its users."""
+def known_flags(entries: Iterable[ErrorEntry], parts: Mapping[str, MentionParts] | None = None) -> frozenset[str]:
+    """Every `--flag` any message names: the flags upstream's messages teach its users.
+    `parts` maps ids to their first site's `mention_parts` when already known."""
     flags: set[str] = set()
     for entry in entries:
-        flags.update(_FLAG.findall(_literal_text(entry.sites[0])))
+        flags.update(parts[entry.id][0] if parts is not None else _FLAG.findall(_literal_text(entry.sites[0])))
     return frozenset(flags)
 
 
@@ -399,7 +411,7 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
 
 
-@dataclass(frozen=True, slots=True)
+@model.record
 class RelatedState:
     """Related errors with what they were ranked from, so the next revision re-ranks only the
     errors whose ranking can have changed: each error's features, in order, and its related ids."""
@@ -421,22 +433,32 @@ def related_errors(entries: tuple[ErrorEntry, ...], limit: int = 5) -> dict[str,
     return related_state(entries, limit).related
 
 
-def related_state(entries: tuple[ErrorEntry, ...], limit: int = 5, previous: RelatedState | None = None) -> RelatedState:
+def entry_names(entry: ErrorEntry) -> tuple[str, ...]:
+    """The names an error's code and message use as such, as `name:` features: a phrase of a
+    message's words is a name only if some error's code or message uses it so."""
+    site = entry.sites[0]
+    names = {"name:" + name.lstrip("_").lower() for name in _identifiers(site)}
+    names.update("name:" + flag[2:].replace("-", "_") for flag in _FLAG.findall(_literal_text(site)))
+    return tuple(sorted(names))
+
+
+def related_state(
+    entries: tuple[ErrorEntry, ...],
+    limit: int = 5,
+    previous: RelatedState | None = None,
+    features: Sequence[tuple[dict[str, str], tuple[str, ...]]] | None = None,
+) -> RelatedState:
     """`related_errors` with its state; given the `previous` state, only errors that share a
     feature with an error whose features changed (added, removed, edited) are ranked again, and
-    the result is the same as ranking every error.
+    the result is the same as ranking every error. `features` holds each entry's
+    (`entry_features`, `entry_names`) when already known.
 
     Rarity is measured against the error count rounded up to a power of two (`scale`), not the
     count itself, so that adding one error leaves the weight of every feature it lacks as it was.
     """
-    raw = [entry_features(entry) for entry in entries]
-    # A phrase from a message's words is a name only if code or another message uses it so.
-    code_names = set()
-    for entry in entries:
-        for name in _identifiers(entry.sites[0]):
-            code_names.add("name:" + name.lstrip("_").lower())
-        for flag in _FLAG.findall(_literal_text(entry.sites[0])):
-            code_names.add("name:" + flag[2:].replace("-", "_"))
+    pairs = features if features is not None else [(entry_features(entry), entry_names(entry)) for entry in entries]
+    raw = [own for own, _ in pairs]
+    code_names = set().union(*(names for _, names in pairs))
     features_of: list[dict[str, str]] = []
     for features in raw:
         # Sorted, so that scores add up in the same order in every process (names come from
@@ -531,6 +553,16 @@ def _pick(candidates: list[tuple[float, int]], files: list[str], index: int, lim
 # -- Joining it all -----------------------------------------------------------------------------
 
 
+def with_excerpts(article: Article, excerpts: Mapping[tuple[str, int], tuple[Snippet | None, str | None]]) -> Article:
+    """`article` with the snippet and docstring of each of its sites, keyed as in `derive_articles`."""
+    locations = tuple(
+        replace(location, snippet=snippet, docstring=docstring)
+        for location in article.locations
+        for snippet, docstring in (excerpts.get((location.site.path, location.site.line), (None, None)),)
+    )
+    return replace(article, locations=locations)
+
+
 def derive_articles(
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],
@@ -541,6 +573,7 @@ def derive_articles(
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
     triggers: Mapping[str, str | None] | None = None,
+    mentions: Mapping[str, MentionParts] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id.
 
@@ -548,13 +581,16 @@ def derive_articles(
     maps an id to the revision its curated text was written for, when the code changed since;
     `pins` maps an id to the upstream revision its page names and links to (the last one at
     which its code changed), `upstream` being used for ids without one; `triggers` maps an id
-    to its `derive_trigger` text when already known.
+    to its `derive_trigger` text when already known, `mentions` to its first site's
+    `mention_parts`.
     """
     related = related if related is not None else related_errors(entries)
     stale = stale or {}
     pins = pins or {}
     titles = {entry.id: entry.title for entry in entries}
-    flags = known_flags(entries)
+    flags = known_flags(entries, mentions)
+    # One record per error linked to: each is linked from about five pages.
+    links: dict[str, Related] = {}
     aliases: dict[str, list[str]] = defaultdict(list)
     for record in ledger:
         if record.status == "moved" and record.moved_to:
@@ -563,10 +599,13 @@ def derive_articles(
     for entry in entries:
         curated_entry = curated.get(entry.id)
         pinned = pins.get(entry.id, upstream)
-        locations = tuple(
-            Location(site, pinned.url(site.path, site.line), *excerpts.get((site.path, site.line), (None, None)))
-            for site in entry.sites
-        )
+        if excerpts:
+            locations = tuple(
+                Location(site, pinned.url(site.path, site.line), *excerpts.get((site.path, site.line), (None, None)))
+                for site in entry.sites
+            )
+        else:
+            locations = tuple(Location(site, pinned.url(site.path, site.line), None, None) for site in entry.sites)
         derived = triggers[entry.id] if triggers is not None and entry.id in triggers else derive_trigger(entry.sites[0])
         trigger = curated_entry.trigger if curated_entry and curated_entry.trigger else derived
         articles.append(
@@ -581,8 +620,10 @@ def derive_articles(
                 curated=curated_entry,
                 trigger=trigger,
                 trigger_curated=bool(curated_entry and curated_entry.trigger),
-                mentions=mentioned_names(entry, flags),
-                related=tuple(Related(other, titles[other]) for other in related.get(entry.id, ())),
+                mentions=mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None),
+                related=tuple(
+                    links.get(other) or links.setdefault(other, Related(other, titles[other])) for other in related.get(entry.id, ())
+                ),
                 aliases=tuple(sorted(aliases.get(entry.id, ()))),
                 stale=stale.get(entry.id),
                 upstream=pinned,

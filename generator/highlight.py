@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections import defaultdict
+from collections.abc import Collection
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from generator import derive
+from generator.files import write_cache
 from generator.model import ErrorEntry, Snippet, SourceFile
 from generator.progress import Progress
 from generator.upstream import Source
@@ -144,15 +145,7 @@ class ExcerptCache:
             "lines": [[n, plain, html] for n, (plain, html) in sorted(excerpts.lines.items())],
             "docstrings": [[line, function, doc] for (line, function), doc in sorted(excerpts.docstrings.items())],
         }
-        target = self._path(key)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-                json.dump(entry, handle, separators=(",", ":"), ensure_ascii=False)
-            os.replace(temporary, target)
-        except OSError:
-            pass
+        write_cache(self._path(key), json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def requests_of(entries: tuple[ErrorEntry, ...]) -> dict[str, Request]:
@@ -172,13 +165,20 @@ def _excerpt_batch(batch: list[tuple[bytes, Request]]) -> list[Excerpts]:
 
 
 def read_excerpts(
-    source: Source, entries: tuple[ErrorEntry, ...], cache_dir: Path, jobs: int | None = None
+    source: Source,
+    entries: tuple[ErrorEntry, ...],
+    cache_dir: Path,
+    jobs: int | None = None,
+    paths: Collection[str] | None = None,
 ) -> dict[tuple[str, int], tuple[Snippet | None, str | None]]:
     """(snippet, docstring) for every site, keyed by (path, line): cached blobs are loaded,
-    the rest highlighted on every core."""
+    the rest highlighted on every core. With `paths`, only the sites in those files: what a
+    file's excerpts are is still asked of all of `entries`, so the cache entry is the same."""
     cache = ExcerptCache(cache_dir, excerpter_version())
     files: dict[str, SourceFile] = {file.path: file for file in source.files()}
     requests = requests_of(entries)
+    if paths is not None:
+        requests = {path: request for path, request in requests.items() if path in paths}
     progress = Progress("highlight", len(requests))
     found: dict[str, Excerpts] = {}
     missing: list[tuple[str, str]] = []
@@ -198,7 +198,9 @@ def read_excerpts(
     result: dict[tuple[str, int], tuple[Snippet | None, str | None]] = {}
     for entry in entries:
         for site in entry.sites:
-            excerpts = found[site.path]
+            excerpts = found.get(site.path)
+            if excerpts is None:
+                continue
             result[(site.path, site.line)] = (
                 excerpts.snippet(site.snippet_start, site.snippet_end),
                 excerpts.docstrings.get((site.line, site.function)),

@@ -234,6 +234,12 @@ def code_fingerprint(entry: ErrorEntry, blobs: Mapping[str, str]) -> str:
     return hashlib.sha256("\n".join(places).encode()).hexdigest()[:12]
 
 
+def places(sites: Iterable[Site], blobs: Mapping[str, str]) -> tuple[tuple[str, int, int, str | None], ...]:
+    """Where sites are: path, lines and the blob sha of the file. A site is a pure function of
+    its place and the extractor, so what is computed from sites alone can be kept by places."""
+    return tuple((site.path, site.line, site.end_line, blobs.get(site.path)) for site in sites)
+
+
 def pinned_upstream(record: LedgerRecord, upstream: Upstream) -> Upstream:
     """The upstream a record's page names and links to: its pin, or `upstream` without one.
     Only the repo, revision and date are kept, since nothing else may differ between builds

@@ -6,17 +6,34 @@ compared and sent between processes unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import operator
 import re
-from dataclasses import dataclass
 
 ID_PREFIX = "errorkb-id-v1\0"
+
+def record(cls: type) -> type:
+    """A frozen, slotted dataclass that pickles as its class and a tuple of its fields, taken in
+    C (`operator.attrgetter`), instead of through dataclasses' per-field `__getstate__` in
+    Python: a build pickles some 27,000 articles to digest them, and its caches hold such
+    records, so this makes both about three times faster."""
+    cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    names = [field.name for field in dataclasses.fields(cls)]
+    values = operator.attrgetter(*names) if len(names) > 1 else (lambda record: (getattr(record, names[0]),))
+
+    def __reduce__(self):  # noqa: N807
+        return cls, values(self)
+
+    cls.__reduce__ = __reduce__
+    return cls
+
 _WHITESPACE = re.compile(r"\s+")
 
 KINDS = ("raise", "assert", "warning")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Placeholder:
     """One interpolated expression of a message, as upstream wrote it.
 
@@ -38,7 +55,7 @@ class Placeholder:
         return "{" + text + "}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Template:
     """A message template: literal text and placeholders in order.
 
@@ -76,7 +93,7 @@ def escape_braces(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Site:
     """One place in upstream's code that raises, asserts or warns.
 
@@ -128,7 +145,7 @@ def error_id(repo: str, exception: str, key: str) -> str:
     return hashlib.sha256(payload).hexdigest()[:16]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Problem:
     """An input errorkb could not use: the file, and why. Reported, never fatal."""
 
@@ -139,7 +156,7 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Upstream:
     """The upstream revision a build describes.
 
@@ -158,7 +175,7 @@ class Upstream:
         return f"{url}#L{line}" if line else url
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceFile:
     """One Python file of upstream: its path in upstream's layout and its git blob sha."""
 
@@ -166,7 +183,7 @@ class SourceFile:
     blob_sha: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Extraction:
     """Everything one extraction found: the sites, sorted, and the files it had to skip."""
 
@@ -176,11 +193,13 @@ class Extraction:
     problems: tuple[Problem, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ErrorEntry:
     """One error: every site with the same exception and key, under one id.
 
-    `sites` are sorted by path and line; the first is the entry's primary location.
+    `sites` are sorted by path and line; the first is the entry's primary location, whose
+    `message` is the entry's (kept here, as every stage reads it and a template's text is
+    joined anew on each read).
     """
 
     id: str
@@ -188,10 +207,7 @@ class ErrorEntry:
     exception: str | None
     template: Template | None
     sites: tuple[Site, ...]
-
-    @property
-    def message(self) -> str | None:
-        return self.sites[0].message
+    message: str | None
 
     @property
     def title(self) -> str:
@@ -215,11 +231,11 @@ def group_sites(sites: tuple[Site, ...], repo: str) -> tuple[ErrorEntry, ...]:
     for error_id, members in sorted(by_id.items()):
         members.sort(key=lambda s: (s.path, s.line, s.end_line))
         first = members[0]
-        entries.append(ErrorEntry(error_id, first.kind, first.exception, first.template, tuple(members)))
+        entries.append(ErrorEntry(error_id, first.kind, first.exception, first.template, tuple(members), first.message))
     return tuple(entries)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Solution:
     """One curated way out: a short title and a Markdown body."""
 
@@ -227,7 +243,7 @@ class Solution:
     body: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExampleFix:
     """Before and after code or commands, with the language used to highlight them."""
 
@@ -236,7 +252,7 @@ class ExampleFix:
     language: str = "shell"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Curated:
     """The curated explanation of one error, from `content/errors/<id>.yaml`.
 
@@ -260,7 +276,7 @@ class Curated:
     written_for: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LedgerRecord:
     """One id ever published, as the ledger (`content/ledger.jsonl`) remembers it.
 
@@ -292,7 +308,7 @@ class LedgerRecord:
     pinned_date: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Snippet:
     """The source lines shown around a site: plain text and highlighted HTML, one per line.
 
@@ -305,7 +321,7 @@ class Snippet:
     html: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Location:
     """A site made ready to show: its snippet and the docstring of the function around it."""
 
@@ -315,7 +331,7 @@ class Location:
     docstring: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Related:
     """A related error as a page links to it: its id and its title."""
 
@@ -323,7 +339,7 @@ class Related:
     title: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Change:
     """One change to one error between two upstream revisions, for the recent-changes page.
 
@@ -339,7 +355,7 @@ class Change:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Article:
     """Everything one error's page and API document say, joined and derived before rendering.
 

@@ -110,7 +110,7 @@ def test_a_failed_build_leaves_the_previous_site_and_ledger(tmp_path, built, mon
     before_site = {p: p.read_bytes() for p in sorted((tmp_path / "site").rglob("*")) if p.is_file()}
     before_content = {p: p.read_bytes() for p in sorted((tmp_path / "content").rglob("*")) if p.is_file()}
 
-    def broken(files, out, hashes=None):
+    def broken(files, out, hashes=None, spare=None):
         for number, _ in enumerate(files):
             if number == 50:
                 raise OSError(28, "No space left on device")
