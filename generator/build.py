@@ -22,8 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from functools import partial
@@ -91,23 +91,26 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
             return previous
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
-        # The search index and related errors need only the entries: made on the other core
-        # meanwhile.
-        search = in_background(partial(search_files, entries, extraction.upstream.repo), jobs, len(entries))
+        # Related errors, then the search index, need only the entries: made on the other core
+        # meanwhile. One after the other: at once, on two cores, they would slow this one too.
         blobs = {file.path: file.blob_sha for file in extraction.files}
-        related = in_background(partial(cached_related, entries, inputs.cache_dir, blobs), jobs, len(entries))
+        related, search = in_background(
+            [partial(cached_related, entries, inputs.cache_dir, blobs), partial(search_files, entries, extraction.upstream.repo)],
+            jobs,
+            len(entries),
+        )
         past = history.build_history(inputs.content, entries, extraction.upstream, blobs)
         pins = {error: history.pinned_upstream(record, extraction.upstream) for error, record in past.records.items()}
-        written_here = load_content(inputs.content, extraction.upstream.repo)
+        written_here = load_content(inputs.content, extraction.upstream.repo, inputs.cache_dir)
         curated = history.carry_curated(written_here, past.records)
         by_id = {entry.id: entry for entry in entries}
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         articles = derive_site(extraction, entries, curated, past.inactive, inputs.cache_dir, related(), stale, pins)
+        # Home and browse pages need only the articles: rendered in another process while this
+        # one digests the pages.
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
-        # Home and browse pages need only the articles: rendered on the other core while
-        # this one digests the pages.
-        shared = in_background(partial(shared_files, articles, info, past.changes), jobs, len(articles))
+        (shared,) = in_background([partial(shared_files, articles, info, past.changes)], jobs, len(articles))
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, blobs)
         unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
@@ -172,6 +175,7 @@ class BuildStamp:
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
+        self._record = {}
 
     def save(self, result: BuildResult) -> None:
         """Remember this build, digesting the inputs again: the build itself just wrote the
@@ -183,11 +187,11 @@ class BuildStamp:
 # -- Join and derive ------------------------------------------------------------------------------
 
 
-def load_content(folder: Path, repo: str) -> dict[str, Curated]:
+def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict[str, Curated]:
     """Curated entries by id; `ContentError` listing every problem in `folder`."""
     from generator.content import load_curated
 
-    return load_curated(folder, repo)
+    return load_curated(folder, repo, cache_dir)
 
 
 def derive_site(
@@ -337,12 +341,10 @@ def shared_files(articles: tuple[Article, ...], info: render.SiteInfo, changes: 
     return list(render.render_shared(articles, info, changes))
 
 
-def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> Iterable[tuple[str, bytes]]:
-    """The search engineer's index files, when `generator.search` provides them."""
-    try:
-        from generator.search import search_files as make_search_files
-    except ImportError:
-        return ()
+def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> list[tuple[str, bytes]]:
+    """The search index's files, sorted by path."""
+    from generator.search import search_files as make_search_files
+
     return sorted(make_search_files(entries, repo).items())
 
 
@@ -371,6 +373,17 @@ class PageManifest:
         salt.update(pickle.dumps((info.upstream.repo, info.base_url, info.report_url)))
         self.salt = salt.hexdigest()
         self._fallback = info.upstream
+        self._record: dict | None = None
+
+    def _last(self) -> dict:
+        """The last build's record, read once; empty when there is none or it is unreadable."""
+        if self._record is None:
+            try:
+                record = json.loads(self.path.read_bytes())
+                self._record = record if isinstance(record, dict) else {}
+            except (OSError, ValueError):
+                self._record = {}
+        return self._record
 
     def digests(self, articles: tuple[Article, ...], blobs: Mapping[str, str]) -> dict[str, str]:
         digests = {}
@@ -383,13 +396,10 @@ class PageManifest:
     def unchanged(self, digests: Mapping[str, str]) -> frozenset[str]:
         """Ids whose page and document the output folder already holds as this build would
         write them."""
-        try:
-            previous = json.loads(self.path.read_bytes())
-            if previous.get("salt") != self.salt:
-                return frozenset()
-            pages = previous["pages"]
-        except (OSError, ValueError, KeyError, AttributeError):
+        previous = self._last()
+        if previous.get("salt") != self.salt or not isinstance(previous.get("pages"), dict):
             return frozenset()
+        pages = previous["pages"]
         # Plain strings: pathlib's objects cost more than the 54,000 stat calls themselves.
         out = str(self.out)
         return frozenset(
@@ -403,15 +413,15 @@ class PageManifest:
     def file_hashes(self) -> dict[str, str]:
         """The digest of every file the last build wrote into `out`, by path."""
         try:
-            return dict(json.loads(self.path.read_bytes())["files"])
-        except (OSError, ValueError, KeyError, TypeError):
+            return dict(self._last()["files"])
+        except (KeyError, TypeError, ValueError):
             return {}
 
     def spare_hashes(self) -> dict[str, str] | None:
         """The digest of every file of the spare tree the last build kept (`spare_of`), by path;
         None when there is none, or the folder there is not the one the last build left."""
         try:
-            record = json.loads(self.path.read_bytes())
+            record = self._last()
             files, spare = record["files"], record["spare"]
             folder = os.stat(spare_of(self.out.absolute()))
             if spare is None or spare["folder"] != [folder.st_dev, folder.st_ino]:
@@ -425,6 +435,7 @@ class PageManifest:
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
+        self._record = {}
 
     def save(self, digests: Mapping[str, str], hashes: Mapping[str, str], spare: Mapping[str, str] | None = None) -> None:
         """Record this build's pages and files, and the spare tree as what differs from them."""
@@ -479,40 +490,44 @@ def _render_chunk(bounds: tuple[int, int]) -> list[tuple[str, bytes]]:
     return list(render.render_errors(articles[bounds[0] : bounds[1]], info))
 
 
-# The task a background process runs, set in the parent just before it forks.
-_BACKGROUND: Callable[[], object] | None = None
+# The tasks a background process runs, set in the parent just before it forks.
+_BACKGROUND: tuple[Callable[[], object], ...] = ()
 
 
-def in_background(task: Callable[[], object], jobs: int | None, size: int) -> Callable[[], object]:
-    """Start `task` in a forked process, which inherits the records it reads instead of
-    receiving them pickled; returns a function that waits for its result. With one job, no
-    fork, or little work (`size` records), the task runs when its result is asked for."""
+def in_background(tasks: Sequence[Callable[[], object]], jobs: int | None, size: int) -> list[Callable[[], object]]:
+    """Start `tasks` one after the other in a forked process, which inherits the records they
+    read instead of receiving them pickled; returns, per task, a function that waits for its
+    result. With one job, no fork, or little work (`size` records), each task runs when its
+    result is asked for."""
     global _BACKGROUND
     jobs = jobs or os.cpu_count() or 1
     if jobs == 1 or size < 1000 or not _can_fork():
-        return task
+        return list(tasks)
     import multiprocessing
 
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-    _BACKGROUND = task
+    _BACKGROUND = tuple(tasks)
     try:
-        # A fork pool starts its process inside submit, while the task is set.
-        future = pool.submit(_run_background)
+        # A fork pool starts its one process inside the first submit, while the tasks are set.
+        futures = [pool.submit(_run_background, number) for number in range(len(tasks))]
     finally:
-        _BACKGROUND = None
+        _BACKGROUND = ()
 
-    def result() -> object:
-        try:
-            return future.result()
-        finally:
-            pool.shutdown()
+    def waiting(future: Future) -> Callable[[], object]:
+        def result() -> object:
+            try:
+                return future.result()
+            finally:
+                if all(other.done() for other in futures):
+                    pool.shutdown()
 
-    return result
+        return result
+
+    return [waiting(future) for future in futures]
 
 
-def _run_background() -> object:
-    assert _BACKGROUND is not None
-    return _BACKGROUND()
+def _run_background(number: int) -> object:
+    return _BACKGROUND[number]()
 
 
 def _can_fork() -> bool:
@@ -614,10 +629,12 @@ def write_site(
     total, written, hashes = writer.total, writer.written, writer.hashes
     if old is None:
         return Written(total, written, hashes, None)
-    if not previous:
-        _remove_in_background(old)
-        return Written(total, written, hashes, None)
     try:
+        if not previous:
+            # Nothing describes the old site: not worth keeping. Renamed first, since it may
+            # sit at the staging name, which a tree being written has.
+            _discard(old, out)
+            return Written(total, written, hashes, None)
         if old != kept:
             os.replace(old, kept)
     except OSError:
@@ -669,8 +686,8 @@ class _TreeWriter:
             path = f"{self.root}/{relative}"
             try:
                 os.unlink(path)
-            except (FileNotFoundError, IsADirectoryError):
-                continue  # gone already, or now a folder of this site's
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                continue  # gone already, now a folder of this site's, or under a file of its
             folder = path.rpartition("/")[0]
             while folder != self.root:
                 try:
