@@ -9,10 +9,13 @@ and every problem of every file is collected before anything fails:
 from __future__ import annotations
 
 import difflib
+import hashlib
+import pickle
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from importlib.metadata import version as package_version
 from typing import Annotated, Any
 
 from markdown_it import MarkdownIt
@@ -23,7 +26,9 @@ from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
 from generator.config import Config
+from generator import model
 from generator.errors import ContentError
+from generator.files import write_cache
 from generator.model import Curated, ExampleFix, Solution, error_id
 
 ERRORS_FOLDER = "errors"
@@ -148,22 +153,27 @@ class CuratedFile:
 # -- Reading ---------------------------------------------------------------------------------------
 
 
-def load_curated(folder: Path, repo: str = DEFAULT_REPO) -> dict[str, Curated]:
-    """Every curated entry under `folder/errors/`, by id; `ContentError` listing every problem."""
-    files, problems = read_content(folder, repo)
+def load_curated(folder: Path, repo: str = DEFAULT_REPO, cache_dir: Path | None = None) -> dict[str, Curated]:
+    """Every curated entry under `folder/errors/`, by id; `ContentError` listing every problem.
+    With `cache_dir`, files read as they were by the last build are not parsed again."""
+    files, problems = read_content(folder, repo, cache_dir)
     if problems:
         raise ContentError(format_problems(problems))
     return {error: file.curated for error, file in files.items()}
 
 
-def read_content(folder: Path, repo: str = DEFAULT_REPO) -> tuple[dict[str, CuratedFile], tuple[ContentProblem, ...]]:
+def read_content(
+    folder: Path, repo: str = DEFAULT_REPO, cache_dir: Path | None = None
+) -> tuple[dict[str, CuratedFile], tuple[ContentProblem, ...]]:
     """The valid files under `folder/errors/` by id, and the problems of the others; never raises
-    for bad content. A missing folder is no content."""
+    for bad content. A missing folder is no content. With `cache_dir`, what a file's path
+    and text parsed to is kept there (`ParsedFiles`)."""
     errors_folder = folder / ERRORS_FOLDER
     files: dict[str, CuratedFile] = {}
     problems: list[ContentProblem] = []
     if not errors_folder.is_dir():
         return files, ()
+    parsed = ParsedFiles(cache_dir, repo)
     for path in sorted(errors_folder.iterdir()):
         if path.name.startswith(".") or path.is_dir():
             continue
@@ -176,11 +186,47 @@ def read_content(folder: Path, repo: str = DEFAULT_REPO) -> tuple[dict[str, Cura
         except (OSError, UnicodeDecodeError) as error:
             problems.append(ContentProblem(shown, 1, "", f"unreadable: {error}"))
             continue
-        curated, found = parse_curated(text, shown, repo)
+        curated, found = parsed.parse(text, shown)
         problems.extend(found)
         if curated is not None:
             files[curated.curated.id] = curated
+    parsed.save()
     return files, tuple(problems)
+
+
+class ParsedFiles:
+    """`parse_curated` by path and text, kept in `cache_dir` from one build to the next under a
+    digest of the parsing code, its libraries and the repo: reading YAML and validating it costs
+    5 ms a file, and content rarely changes between builds. Without `cache_dir`, just parses."""
+
+    def __init__(self, cache_dir: Path | None, repo: str) -> None:
+        self.repo = repo
+        self.known: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
+        self.used: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
+        self.path = None
+        if cache_dir is None:
+            return
+        digest = hashlib.sha256(f"{repo}\0{package_version('pydantic')}\0{package_version('ruamel.yaml')}\0".encode())
+        for module in (__file__, model.__file__):
+            digest.update(Path(module).read_bytes())
+        self.path = cache_dir / "content" / f"{digest.hexdigest()[:32]}.pickle"
+        try:
+            known = pickle.loads(self.path.read_bytes())
+            self.known = known if isinstance(known, dict) else {}
+        except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
+            pass
+
+    def parse(self, text: str, path: str) -> tuple[CuratedFile | None, list[ContentProblem]]:
+        key = (path, text)
+        found = self.known.get(key)
+        if found is None:
+            found = parse_curated(text, path, self.repo)
+        self.used[key] = found
+        return found
+
+    def save(self) -> None:
+        if self.path is not None and self.used != self.known:
+            write_cache(self.path, pickle.dumps(self.used, protocol=5))
 
 
 def format_problems(problems) -> str:

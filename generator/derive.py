@@ -520,21 +520,22 @@ def _weighed(feature: str, count: int) -> bool:
 def _best(scores: dict[int, float], files: list[str], index: int, limit: int) -> list[int]:
     """The best-scoring indices, ties broken by index (entries are sorted by id), with at most
     `_SAME_FILE` from the error's own file so the list reaches beyond one module."""
-    chosen = _pick(_top(scores.items(), limit * 3), files, index, limit)
+    chosen = _pick(_top(scores, limit * 3), files, index, limit)
     if len(chosen) < limit and len(scores) > limit * 3:
         # The best were crowded out by the error's own file: look further, elsewhere.
-        others = _top(((o, s) for o, s in scores.items() if files[o] != files[index]), limit)
-        chosen = _pick(sorted(_top(((o, scores[o]) for o in chosen), limit) + others), files, index, limit)
+        others = _top({o: s for o, s in scores.items() if files[o] != files[index]}, limit)
+        chosen = _pick(sorted(_top({o: scores[o] for o in chosen}, limit) + others), files, index, limit)
     return chosen
 
 
-def _top(items, count: int) -> list[tuple[float, int]]:
-    """The `count` best (negated score, index) pairs, ties broken by index."""
-    items = list(items)
-    if len(items) > count:
-        cut = heapq.nlargest(count, (score for _, score in items))[-1]
-        items = [(other, score) for other, score in items if score >= cut]
-    return sorted((-score, other) for other, score in items)
+def _top(scores: dict[int, float], count: int) -> list[tuple[float, int]]:
+    """The `count` best (negated score, index) pairs, and any tied with the last of them,
+    ties broken by index."""
+    if len(scores) <= count:
+        return sorted((-score, other) for other, score in scores.items())
+    # The cut from the scores alone, taken in C: an error shares features with hundreds.
+    cut = heapq.nlargest(count, scores.values())[-1]
+    return sorted((-score, other) for other, score in scores.items() if score >= cut)
 
 
 def _pick(candidates: list[tuple[float, int]], files: list[str], index: int, limit: int) -> list[int]:

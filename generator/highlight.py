@@ -21,6 +21,7 @@ from pathlib import Path
 import pygments
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
+from pygments.token import Token
 
 from generator import derive
 from generator.files import write_cache
@@ -30,6 +31,10 @@ from generator.upstream import Source
 
 _LEXER = PythonLexer(stripnl=False, ensurenl=False)
 _FORMATTER = HtmlFormatter(nowrap=True)
+# Tokens both site themes (render.pygments_css) show in the code's own text colour, so a span
+# for each would only add bytes: most tokens of Python are names and punctuation, and pages
+# are half snippet markup. Shown as plain text instead.
+_PLAIN = frozenset({Token.Text, Token.Text.Whitespace, Token.Name, Token.Punctuation})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +73,8 @@ def highlight_lines(code: str) -> list[str]:
     """Pygments HTML for each line of `code`; every line's markup is closed on that line."""
     if not code:
         return []
-    markup = pygments.highlight(code, _LEXER, _FORMATTER)
+    tokens = ((Token.Text if kind in _PLAIN else kind, text) for kind, text in _LEXER.get_tokens(code))
+    markup = pygments.format(tokens, _FORMATTER)
     lines = markup.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

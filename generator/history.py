@@ -11,8 +11,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import operator
 from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from generator.errors import ContentError
@@ -42,11 +43,13 @@ _NO_DEFAULT = object()
 # -- Storage ------------------------------------------------------------------------------------
 
 
-def load_ledger(content: Path) -> dict[str, LedgerRecord]:
+def load_ledger(content: Path, lines: dict[str, tuple[tuple, str]] | None = None) -> dict[str, LedgerRecord]:
     """Every record of `content/ledger/`, by id; `ContentError` listing every bad line.
 
     Active records are stored without `last_seen` (it is the revision of the last build, in
-    `upstream.json`), so a new upstream revision rewrites only the lines of errors it changed."""
+    `upstream.json`), so a new upstream revision rewrites only the lines of errors it changed.
+    `lines`, when given, receives each record's line and what it says (`_line_key`), so that
+    writing the ledger again encodes only the records that changed."""
     folder = content / LEDGER_FOLDER
     latest = last_built(content)
     records: dict[str, LedgerRecord] = {}
@@ -66,31 +69,55 @@ def load_ledger(content: Path) -> dict[str, LedgerRecord]:
                 problems.append(f"{path}:{number}: ledger record: {error}")
                 continue
             records[record.id] = record
+            if lines is not None:
+                lines[record.id] = (_line_key(record), line)
     if problems:
         raise ContentError("\n".join(problems))
     return records
 
 
-def ledger_files(records: Mapping[str, LedgerRecord]) -> dict[str, bytes]:
+# What a record's ledger line says: every field, but `last_seen` only for a record no longer
+# active (see `load_ledger`). Compared as one tuple, taken in C.
+_LINE_FIELDS = operator.attrgetter(*(name for name in _RECORD_FIELDS if name != "last_seen"))
+
+
+def _line_key(record: LedgerRecord) -> tuple:
+    return (_LINE_FIELDS(record), None if record.status == "active" else record.last_seen)
+
+
+def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]] | None = None) -> dict[str, bytes]:
     """The ledger as files under `ledger/`: one per first hex digit of the id, so that no file
-    grows large, each record one sorted-key JSON line without default values."""
+    grows large, each record one sorted-key JSON line without default values. `known` holds
+    lines as read (`load_ledger`): a record whose line says what it says keeps that line."""
+    return _ledger_shards(records, known or {})
+
+
+def _ledger_shards(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]]) -> dict[str, bytes]:
     shards: dict[str, list[str]] = {}
     for error_id in sorted(records):
         record = records[error_id]
-        # getattr rather than asdict, which deep-copies: 27,000 records on every build.
-        data = {k: v for k in _RECORD_FIELDS if _DEFAULTS.get(k, _NO_DEFAULT) != (v := getattr(record, k))}
-        if data["status"] == "active":
-            del data["last_seen"]
-        if "aliases" in data:
-            data["aliases"] = list(data["aliases"])
-        shards.setdefault(error_id[0], []).append(json.dumps(data, sort_keys=True, ensure_ascii=False))
-    return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(lines) + "\n").encode() for digit, lines in shards.items()}
+        key = _line_key(record)
+        line = known.get(error_id)
+        if line is not None and line[0] == key:
+            text = line[1]
+        else:
+            # getattr rather than asdict, which deep-copies: 27,000 records on every build.
+            data = {k: v for k in _RECORD_FIELDS if _DEFAULTS.get(k, _NO_DEFAULT) != (v := getattr(record, k))}
+            if data["status"] == "active":
+                del data["last_seen"]
+            if "aliases" in data:
+                data["aliases"] = list(data["aliases"])
+            text = json.dumps(data, sort_keys=True, ensure_ascii=False)
+        shards.setdefault(error_id[0], []).append(text)
+    return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(texts) + "\n").encode() for digit, texts in shards.items()}
 
 
-def write_history(content: Path, records: Mapping[str, LedgerRecord], changes: Iterable[Change]) -> None:
+def write_history(
+    content: Path, records: Mapping[str, LedgerRecord], changes: Iterable[Change], known: Mapping[str, tuple[tuple, str]] | None = None
+) -> None:
     """Write the ledger and the change list into `content/`, each file atomically, touching
-    only files whose bytes change."""
-    files = ledger_files(records)
+    only files whose bytes change. `known`: the lines as read (see `ledger_files`)."""
+    files = ledger_files(records, known)
     folder = content / LEDGER_FOLDER
     for stale in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
         if f"{LEDGER_FOLDER}/{stale.name}" not in files:
@@ -378,11 +405,12 @@ def _site_code(site: Site) -> tuple:
 class BuildHistory:
     """What a build publishes about the past: the updated ledger, the records of pages that are
     no longer active (moved ones pointing straight at their final id), and every change so far,
-    newest first."""
+    newest first; and the ledger's lines as read, for writing it back (`ledger_files`)."""
 
     records: dict[str, LedgerRecord]
     inactive: tuple[LedgerRecord, ...]
     changes: tuple[Change, ...]
+    lines: Mapping[str, tuple[tuple, str]] = field(default_factory=dict)
 
 
 def build_history(
@@ -390,18 +418,19 @@ def build_history(
 ) -> BuildHistory:
     """Fold this revision into the ledger stored in `content/` (read, not yet written);
     `blobs` maps each upstream path to its blob sha (see `update_ledger`)."""
-    update = update_ledger(load_ledger(content), entries, upstream, blobs)
+    lines: dict[str, tuple[tuple, str]] = {}
+    update = update_ledger(load_ledger(content, lines), entries, upstream, blobs)
     inactive = tuple(
         replace(record, moved_to=resolve(update.records, record.id)) if record.status == "moved" else record
         for _, record in sorted(update.records.items())
         if record.status != "active"
     )
-    return BuildHistory(update.records, inactive, update.changes + load_changes(content))
+    return BuildHistory(update.records, inactive, update.changes + load_changes(content), lines)
 
 
 def save_history(content: Path, history: BuildHistory, upstream: Upstream) -> None:
     """Write the ledger, the change list and the revision built, once the site is in place."""
-    write_history(content, history.records, history.changes)
+    write_history(content, history.records, history.changes, history.lines)
     document = {"date": upstream.date, "repo": upstream.repo, "revision": upstream.revision, "source": upstream.source}
     data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
     target = content / UPSTREAM_NAME

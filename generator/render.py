@@ -202,6 +202,9 @@ def environment(templates: Path = TEMPLATES) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        # A build renders 27,000 pages from templates that do not change meanwhile: no stat
+        # of each one per page to see whether it did.
+        auto_reload=False,
     )
 
 

@@ -23,6 +23,7 @@ browser run the same steps on the same files, so they rank alike.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -139,6 +140,7 @@ def units(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def bucket(key: str, buckets: int) -> int:
     """FNV-1a (32-bit) of the UTF-8 key, modulo `buckets`."""
     value = 0x811C9DC5
@@ -348,14 +350,15 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
     # Rounded, so one new error does not nudge weights across every shard.
     average = round(sum(lengths) / count, 1) if count else 1.0
 
-    postings: dict[str, list[tuple[str, int]]] = {}
+    # Flat: id, score, id, score... as the index stores them.
+    postings: dict[str, list[str | int]] = {}
     for entry, words, length in zip(ordered, documents, lengths):
         frequency: dict[str, int] = {}
         for word in words:
             frequency[word] = frequency.get(word, 0) + 1
         norm = K1 * (1 - B + B * length / (average or 1.0))
         for word, tf in frequency.items():
-            postings.setdefault(word, []).append((entry.id, round(100 * tf * (K1 + 1) / (tf + norm))))
+            postings.setdefault(word, []).extend((entry.id, round(100 * tf * (K1 + 1) / (tf + norm))))
     stop = max(50, int(STOP_SHARE * count))
 
     anchor_counts: dict[str, int] = {}
@@ -365,8 +368,8 @@ def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
 
     shards: list[dict[str, Any]] = [{"postings": {}, "templates": []} for _ in range(TOKEN_BUCKETS + 1)]
     for word, found in postings.items():
-        if len(found) <= stop:
-            shards[bucket(word, TOKEN_BUCKETS)]["postings"][word] = [item for pair in found for item in pair]
+        if len(found) <= 2 * stop:
+            shards[bucket(word, TOKEN_BUCKETS)]["postings"][word] = found
     for entry, matcher in zip(ordered, matchers):
         if matcher is None:
             continue

@@ -223,9 +223,14 @@ def test_serve_answers_pages_extensionless_api_and_reloads(tmp_path, repo):
         server.server_close()
 
 
-def test_in_background_runs_an_unpicklable_task_in_a_forked_process():
+def test_in_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
     records = tuple(range(1000))
-    result = build_module.in_background(lambda: (os.getpid(), sum(records)), jobs=2, size=len(records))
-    pid, total = result()
-    assert total == sum(records)
-    assert pid != os.getpid() or not build_module._can_fork()
+    first, second = build_module.in_background(
+        [lambda: (os.getpid(), sum(records)), lambda: (os.getpid(), max(records))], jobs=2, size=len(records)
+    )
+    # Asked for in either order, each result is its own task's.
+    pid_two, largest = second()
+    pid_one, total = first()
+    assert (total, largest) == (sum(records), max(records))
+    assert pid_one == pid_two
+    assert pid_one != os.getpid() or not build_module._can_fork()
