@@ -24,7 +24,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import fields, replace
 from functools import partial
 from pathlib import Path
@@ -34,7 +34,7 @@ from generator.content import curated_json_schema
 from generator.config import Config
 from generator.errors import BuildError
 from generator.files import write_cache
-from generator.highlight import excerpter_version, read_excerpts
+from generator.highlight import Highlighting, excerpter_version, excerpts_of, site_excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, Extraction, LedgerRecord, Problem, Upstream, group_sites, record
 from generator.pipeline import extract_upstream, extractor_version
 from generator.progress import Progress
@@ -83,7 +83,7 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
     """The whole site for one upstream revision, swapped into `inputs.out` at the end; then
     the ledger and change list in `inputs.content`, so a build killed before the swap leaves
     both the previous site and the previous ledger."""
-    with build_lock(inputs.out):
+    with build_lock(inputs.out), ExitStack() as cleanup:
         source = open_source(inputs.source, config, inputs.cache_dir)
         stamp = BuildStamp(inputs, source)
         previous = stamp.previous()
@@ -99,6 +99,11 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
             jobs,
             len(entries),
         )
+        # And what the excerpt cache lacks is highlighted on every core from now on: on a cold
+        # build, the costliest work, which now fills the time this process spends alone.
+        highlighting = Highlighting(source, entries, inputs.cache_dir)
+        cleanup.callback(highlighting.close)
+        highlighting.start(jobs)
         past = history.build_history(inputs.content, entries, extraction.upstream, blobs)
         pins = {error: history.pinned_upstream(record, extraction.upstream) for error, record in past.records.items()}
         written_here = load_content(inputs.content, extraction.upstream.repo, inputs.cache_dir)
@@ -106,15 +111,15 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         by_id = {entry.id: entry for entry in entries}
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        articles = derive_site(extraction, entries, curated, past.inactive, inputs.cache_dir, related(), stale, pins)
+        articles = derive_site(extraction, entries, curated, past.inactive, inputs.cache_dir, related, stale, pins)
         # Home and browse pages need only the articles: rendered in another process while this
         # one digests the pages.
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
-        (shared,) = in_background([partial(shared_files, articles, info, past.changes)], jobs, len(articles))
+        (shared,) = in_background([partial(shared_files, articles, info, past.changes, inputs.cache_dir)], jobs, len(articles))
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, blobs)
         unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
-        articles = with_excerpts(articles, unchanged, source, entries, inputs.cache_dir, jobs)
+        articles = with_excerpts(articles, unchanged, highlighting, jobs)
         # Until the new tree is in place and described, no manifest: a build killed after the
         # swap must not leave one describing the tree before it.
         manifest.clear()
@@ -200,13 +205,14 @@ def derive_site(
     curated: Mapping[str, Curated],
     ledger: tuple[LedgerRecord, ...],
     cache_dir: Path,
-    related: Mapping[str, tuple[str, ...]],
+    related: Callable[[], Mapping[str, tuple[str, ...]]],
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
 ) -> tuple[Article, ...]:
-    """Triggers and curated text joined with `related` (related ids by id): one article per id, each naming the revision it
-    is pinned to (`pins`, by id). Without snippets and docstrings: `with_excerpts` adds them
-    to the articles whose pages are rendered."""
+    """Triggers, mentions and curated text joined with related errors (`related` waits for
+    the ranking: related ids by id): one article per id, each naming the revision it is
+    pinned to (`pins`, by id). Without snippets and docstrings: `with_excerpts` adds them to
+    the articles whose pages are rendered."""
     triggers = cached_triggers(entries, cache_dir)
     # Kept by place (`history.places`): cheaper to compare than the parts of a template.
     first = {entry.id: entry.sites[0] for entry in entries}
@@ -214,18 +220,19 @@ def derive_site(
     keys = {error: history.places((site,), blobs) for error, site in first.items()}
     code = [derive.__file__, extractor_version()]
     mentions = cached_values(cache_dir, "mentions", code, keys, lambda ids: {i: derive.mention_parts(first[i]) for i in ids})
-    return derive.derive_articles(entries, curated, extraction.upstream, {}, ledger, related, stale, pins, triggers, mentions)
+    # Asked for last: the ranking may still be under way in the background meanwhile.
+    return derive.derive_articles(entries, curated, extraction.upstream, {}, ledger, related(), stale, pins, triggers, mentions)
 
 
-def with_excerpts(
-    articles: tuple[Article, ...], unchanged: frozenset[str], source: Source, entries: tuple[ErrorEntry, ...], cache_dir: Path, jobs: int | None
-) -> tuple[Article, ...]:
+def with_excerpts(articles: tuple[Article, ...], unchanged: frozenset[str], highlighting: Highlighting, jobs: int | None) -> tuple[Article, ...]:
     """`articles`, those not `unchanged` with the snippets and docstrings of their sites: read
     (or highlighted) only for the files those pages show, since a rebuild renders few pages."""
     paths = {location.site.path for article in articles if article.id not in unchanged for location in article.locations}
     if not paths:
+        highlighting.close()
         return articles
-    excerpts = read_excerpts(source, entries, cache_dir, jobs, paths)
+    found = excerpts_of(highlighting, paths, jobs)
+    excerpts = site_excerpts(found, (location.site for article in articles if article.id not in unchanged for location in article.locations))
     return tuple(article if article.id in unchanged else derive.with_excerpts(article, excerpts) for article in articles)
 
 
@@ -336,9 +343,45 @@ def site_files(
     yield from _render_errors(tuple(a for a in articles if a.id not in unchanged), info, jobs)
 
 
-def shared_files(articles: tuple[Article, ...], info: render.SiteInfo, changes: tuple[Change, ...]) -> list[tuple[str, bytes]]:
-    """`render.render_shared` as a list, to be made in another process."""
-    return list(render.render_shared(articles, info, changes))
+def shared_files(
+    articles: tuple[Article, ...], info: render.SiteInfo, changes: tuple[Change, ...], cache_dir: Path | None = None
+) -> list[tuple[str, bytes]]:
+    """`render.render_shared` as a list, to be made in another process; with `cache_dir`,
+    browse pages whose context did not change since the last build are not rendered again."""
+    if cache_dir is None:
+        return list(render.render_shared(articles, info, changes))
+    memo = PageMemo(cache_dir / "browse" / f"{render.templates_digest()}.pickle")
+    files = list(render.render_shared(articles, info, changes, listed=memo.render))
+    memo.save()
+    return files
+
+
+class PageMemo:
+    """Pages by a digest of the context they were rendered from (templates are in the file's
+    name), kept from one build to the next: some 600 browse pages, of which an upstream commit
+    changes a few."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            known = pickle.loads(path.read_bytes())
+            self.known = known if isinstance(known, dict) else {}
+        except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
+            self.known = {}
+        self.used: dict[bytes, bytes] = {}
+
+    def render(self, template, context: Mapping) -> bytes:
+        key = hashlib.blake2b(pickle.dumps((template.name, context), protocol=5), digest_size=16).digest()
+        page = self.known.get(key)
+        if page is None:
+            page = render.html_bytes(template.render(context))
+        self.used[key] = page
+        return page
+
+    def save(self) -> None:
+        # Only this build's pages are kept, so the file does not grow with history.
+        if self.used.keys() != self.known.keys():
+            write_cache(self.path, pickle.dumps(self.used, protocol=5))
 
 
 def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> list[tuple[str, bytes]]:

@@ -2,20 +2,22 @@
 docstring of the function around it.
 
 Three layers, as for extraction: `excerpt_blob` turns one file's bytes into excerpts (pure),
-`ExcerptCache` keeps them per blob sha and requested ranges, and `read_excerpts` fans out over
-the files of a source on every core. Highlighting costs about a millisecond a snippet, so
-overlapping snippets of one file are lexed once, as merged ranges.
+`ExcerptCache` keeps them per blob sha and requested ranges, and `Highlighting` with
+`excerpts_of` fans out over the files of a source on every core. Highlighting costs about a
+millisecond a snippet, so overlapping snippets of one file are lexed once, as merged ranges.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 from collections import defaultdict
-from collections.abc import Collection
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Collection, Iterable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pygments
@@ -25,7 +27,7 @@ from pygments.token import Token
 
 from generator import derive
 from generator.files import write_cache
-from generator.model import ErrorEntry, Snippet, SourceFile
+from generator.model import ErrorEntry, Site, Snippet, SourceFile
 from generator.progress import Progress
 from generator.upstream import Source
 
@@ -137,6 +139,9 @@ class ExcerptCache:
     def _path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
+    def has(self, key: str) -> bool:
+        return self._path(key).is_file()
+
     def load(self, key: str) -> Excerpts | None:
         try:
             entry = json.loads(self._path(key).read_bytes())
@@ -166,47 +171,96 @@ def requests_of(entries: tuple[ErrorEntry, ...]) -> dict[str, Request]:
     return {path: Request(tuple(sorted(ranges[path])), tuple(sorted(functions[path]))) for path in sorted(ranges)}
 
 
-def _excerpt_batch(batch: list[tuple[bytes, Request]]) -> list[Excerpts]:
-    return [excerpt_blob(data, request) for data, request in batch]
-
-
-def read_excerpts(
-    source: Source,
-    entries: tuple[ErrorEntry, ...],
-    cache_dir: Path,
-    jobs: int | None = None,
-    paths: Collection[str] | None = None,
-) -> dict[tuple[str, int], tuple[Snippet | None, str | None]]:
-    """(snippet, docstring) for every site, keyed by (path, line): cached blobs are loaded,
-    the rest highlighted on every core. With `paths`, only the sites in those files: what a
-    file's excerpts are is still asked of all of `entries`, so the cache entry is the same."""
-    cache = ExcerptCache(cache_dir, excerpter_version())
-    files: dict[str, SourceFile] = {file.path: file for file in source.files()}
-    requests = requests_of(entries)
-    if paths is not None:
-        requests = {path: request for path, request in requests.items() if path in paths}
-    progress = Progress("highlight", len(requests))
-    found: dict[str, Excerpts] = {}
-    missing: list[tuple[str, str]] = []
-    for path, request in requests.items():
-        key = request.key(files[path].blob_sha)
-        excerpts = cache.load(key)
-        if excerpts is None:
-            missing.append((path, key))
-        else:
-            found[path] = excerpts
-    progress.update(len(found), "files")
-    for (path, key), excerpts in zip(missing, _run(source, files, requests, missing, jobs)):
+def _excerpt_batch(cache: ExcerptCache, batch: list[tuple[str, bytes, Request]]) -> list[Excerpts]:
+    """A worker's share: each file's excerpts, stored in the cache as they are made."""
+    made = []
+    for key, data, request in batch:
+        excerpts = excerpt_blob(data, request)
         cache.store(key, excerpts)
-        found[path] = excerpts
-        progress.update(len(found), "files")
-    progress.close()
-    result: dict[tuple[str, int], tuple[Snippet | None, str | None]] = {}
-    for entry in entries:
-        for site in entry.sites:
-            excerpts = found.get(site.path)
+        made.append(excerpts)
+    return made
+
+
+class Highlighting:
+    """The excerpts of a build's files: what each file must give (`requests_of`), and those the
+    cache lacks being made on every core from `start` on, while the build does its
+    single-core work (history, derivations); `excerpts_of` takes them from here. Highlighting
+    is the costliest part of a cold build. `close` stops what is left."""
+
+    def __init__(self, source: Source, entries: tuple[ErrorEntry, ...], cache_dir: Path) -> None:
+        self.source = source
+        self.cache = ExcerptCache(cache_dir, excerpter_version())
+        self.files: dict[str, SourceFile] = {file.path: file for file in source.files()}
+        self.requests = requests_of(entries)
+        self.keys = {path: request.key(self.files[path].blob_sha) for path, request in self.requests.items()}
+        self._pending: dict[str, tuple[Future, int]] = {}
+        self._pool: ProcessPoolExecutor | None = None
+
+    def start(self, jobs: int | None = None) -> None:
+        """Begin highlighting every file whose excerpts the cache lacks, in worker processes."""
+        jobs = jobs or os.cpu_count() or 1
+        missing = [path for path in self.requests if not self.cache.has(self.keys[path])]
+        if jobs == 1 or len(missing) < 16:
+            return
+        # Spawned, not forked: this process goes on building large records meanwhile, and
+        # every page it touched after a fork would be copied, costing more than a fresh start.
+        self._pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        for first in range(0, len(missing), 16):
+            batch = missing[first : first + 16]
+            payload = [(self.keys[path], self.source.read(self.files[path]), self.requests[path]) for path in batch]
+            future = self._pool.submit(_excerpt_batch, self.cache, payload)
+            for number, path in enumerate(batch):
+                self._pending[path] = (future, number)
+
+    def take(self, path: str) -> Excerpts | None:
+        """A file's excerpts if a worker was making them (waiting for it); None otherwise, or
+        when the worker failed, so the caller makes them itself."""
+        pending = self._pending.pop(path, None)
+        if pending is None:
+            return None
+        future, number = pending
+        try:
+            return future.result()[number]
+        except Exception:  # noqa: BLE001 - a worker that died or failed: made again by the caller
+            return None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._pending.clear()
+
+
+def excerpts_of(made: Highlighting, paths: Collection[str], jobs: int | None = None) -> dict[str, Excerpts]:
+    """The excerpts of the files at `paths` that have requests: taken from the workers `made`
+    started, or the cache, the rest highlighted here on every core. `made` is closed after."""
+    try:
+        wanted = [path for path in made.requests if path in paths]
+        progress = Progress("highlight", len(wanted))
+        found: dict[str, Excerpts] = {}
+        missing: list[str] = []
+        for path in wanted:
+            excerpts = made.take(path) or made.cache.load(made.keys[path])
             if excerpts is None:
-                continue
+                missing.append(path)
+            else:
+                found[path] = excerpts
+            progress.update(len(found), "files")
+        for path, excerpts in zip(missing, _run(made, missing, jobs)):
+            found[path] = excerpts
+            progress.update(len(found), "files")
+        progress.close()
+        return found
+    finally:
+        made.close()
+
+
+def site_excerpts(found: Mapping[str, Excerpts], sites: Iterable[Site]) -> dict[tuple[str, int], tuple[Snippet | None, str | None]]:
+    """(snippet, docstring) of each site whose file is in `found`, keyed by (path, line)."""
+    result: dict[tuple[str, int], tuple[Snippet | None, str | None]] = {}
+    for site in sites:
+        excerpts = found.get(site.path)
+        if excerpts is not None:
             result[(site.path, site.line)] = (
                 excerpts.snippet(site.snippet_start, site.snippet_end),
                 excerpts.docstrings.get((site.line, site.function)),
@@ -214,14 +268,15 @@ def read_excerpts(
     return result
 
 
-def _run(source: Source, files, requests, missing, jobs: int | None):
+def _run(made: Highlighting, missing: list[str], jobs: int | None):
+    """The excerpts of `missing` files in order, stored in the cache, made on every core when
+    there is enough work."""
     jobs = jobs or os.cpu_count() or 1
+    batches = [[(made.keys[path], made.source.read(made.files[path]), made.requests[path]) for path in missing[i : i + 16]] for i in range(0, len(missing), 16)]
     if jobs == 1 or len(missing) < 8:
-        for path, _ in missing:
-            yield excerpt_blob(source.read(files[path]), requests[path])
+        for batch in batches:
+            yield from _excerpt_batch(made.cache, batch)
         return
-    batches = [missing[i : i + 16] for i in range(0, len(missing), 16)]
-    payloads = ([(source.read(files[path]), requests[path]) for path, _ in batch] for batch in batches)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for batch_result in pool.map(_excerpt_batch, payloads):
+        for batch_result in pool.map(partial(_excerpt_batch, made.cache), batches):
             yield from batch_result

@@ -13,7 +13,7 @@ import posixpath
 import re
 import urllib.parse
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -465,22 +465,28 @@ def render_errors(articles, info: SiteInfo, env: jinja2.Environment | None = Non
     error_template = env.get_template("error.html")
     for article in articles:
         context = error_page(article, info)
-        yield context["path"], _html_bytes(error_template.render(context))
+        yield context["path"], html_bytes(error_template.render(context))
         yield f"api/errors/{article.id}.json", api.dumps(api.error_document(article, article.upstream or info.upstream))
 
 
-def _html_bytes(html: str) -> bytes:
+def html_bytes(html: str) -> bytes:
     """A page's bytes. NUL can come from upstream text in places no filter sees (a docstring,
     a path); HTML parsers turn it into U+FFFD, so the page says so itself."""
     return html.replace("\0", "\ufffd").encode("utf-8")
 
 
 def render_shared(
-    articles: tuple[Article, ...], info: SiteInfo, changes: tuple[Change, ...] = (), env: jinja2.Environment | None = None
+    articles: tuple[Article, ...],
+    info: SiteInfo,
+    changes: tuple[Change, ...] = (),
+    env: jinja2.Environment | None = None,
+    listed: Callable[[jinja2.Template, ListPage], bytes] | None = None,
 ) -> Iterator[tuple[str, bytes]]:
     """Home, browse pages, recent changes, 404, sitemap, robots, redirects and the API's
-    index, schema and change list."""
+    index, schema and change list. `listed` renders a browse page from its template and
+    context, when the caller keeps pages already rendered (`generator.build.PageMemo`)."""
     env = env or environment()
+    listed = listed or (lambda template, context: html_bytes(template.render(context)))
     active = [a for a in articles if a.status == "active"]
     home = _page("index.html", info, "SGLang error knowledge base", "Paste an SGLang error message or traceback to find what it means and how to fix it.")
     yield "index.html", env.get_template("home.html").render(
@@ -497,7 +503,7 @@ def render_shared(
     list_template = env.get_template("list.html")
     sitemap = ["", "modules/", "exceptions/", "changes/", "coverage/"]
     for path, context in [*module_pages(articles, info), *exception_pages(articles, info)]:
-        yield path, _html_bytes(list_template.render(context))
+        yield path, listed(list_template, context)
         sitemap.append(path[: -len("index.html")])
     changes_page = _page("changes/index.html", info, "Recent changes", "Errors added, reworded, moved or retired in recent SGLang revisions.", "../api/changes.json")
     ordered = sorted(changes, key=lambda c: (c.date, c.revision, c.id), reverse=True)
@@ -508,7 +514,7 @@ def render_shared(
     missing = _page("404.html", info, "Page not found", "This page does not exist in the SGLang error knowledge base.")
     # A 404 page is served at any depth, so its links cannot be relative: it uses the base URL.
     missing["root"] = info.base_url.rstrip("/") + "/"
-    yield "404.html", _html_bytes(env.get_template("404.html").render(missing))
+    yield "404.html", html_bytes(env.get_template("404.html").render(missing))
     sitemap.extend(f"errors/{a.id}/" for a in articles if a.status != "moved")
     base = info.base_url.rstrip("/") + "/"
     urls = "".join(f"<url><loc>{escape(base + urllib.parse.quote(url))}</loc></url>\n" for url in sorted(sitemap))
@@ -543,5 +549,5 @@ def render_coverage(coverage, info: SiteInfo, env: jinja2.Environment | None = N
             for m in rows
         ],
     )
-    yield "coverage/index.html", _html_bytes(env.get_template("coverage.html").render(context))
+    yield "coverage/index.html", html_bytes(env.get_template("coverage.html").render(context))
     yield "api/coverage.json", api.dumps(coverage.as_json())
