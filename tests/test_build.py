@@ -234,3 +234,54 @@ def test_in_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
     assert (total, largest) == (sum(records), max(records))
     assert pid_one == pid_two
     assert pid_one != os.getpid() or not build_module._can_fork()
+
+
+def test_highlighting_started_early_gives_the_excerpts_of_highlighting_on_demand(tmp_path):
+    from generator.highlight import Highlighting, excerpt_blob, excerpts_of
+    from generator.model import group_sites
+    from generator.pipeline import extract_upstream
+    from generator.upstream import open_source
+
+    files = {f"python/sglang/srt/m{n}.py": f'''
+        def check_{n}(size):
+            """Check size {n}."""
+            if size > {n}:
+                raise ValueError(f"size {{size}} above {n}")
+        ''' for n in range(20)}
+    root = tmp_path / "upstream"
+    shas = make_repo(root, [files])
+    source = open_source(f"git:{root}@{shas[0]}", config(), tmp_path / "cache")
+    entries = group_sites(extract_upstream(source, tmp_path / "cache", jobs=1).sites, "o/r")
+    early = Highlighting(source, entries, tmp_path / "cache")
+    early.start(jobs=2)
+    found = excerpts_of(early, set(early.requests))
+    by_path = {file.path: file for file in source.files()}
+    assert found.keys() == early.requests.keys() == files.keys()
+    for path, excerpts in found.items():
+        assert excerpts == excerpt_blob(source.read(by_path[path]), early.requests[path])
+        assert early.cache.has(early.keys[path])  # stored by the workers, for the next build
+    assert excerpts_of(Highlighting(source, entries, tmp_path / "cache"), set(files)) == found
+
+
+def test_browse_pages_are_rendered_once_per_context_across_builds(tmp_path):
+    from generator.build import PageMemo
+
+    calls = []
+
+    class Template:
+        name = "list.html"
+
+        def render(self, context):
+            calls.append(context["heading"])
+            return f"<h1>{context['heading']}</h1>\0"
+
+    memo = PageMemo(tmp_path / "memo.pickle")
+    assert memo.render(Template(), {"heading": "a"}) == "<h1>a</h1>\ufffd".encode()
+    memo.save()
+    again = PageMemo(tmp_path / "memo.pickle")
+    assert again.render(Template(), {"heading": "a"}) == "<h1>a</h1>\ufffd".encode()
+    assert again.render(Template(), {"heading": "b"}) == "<h1>b</h1>\ufffd".encode()
+    assert calls == ["a", "b"]
+    again.save()
+    # Only the pages of the last build are kept.
+    assert len(PageMemo(tmp_path / "memo.pickle").known) == 2

@@ -191,3 +191,23 @@ def test_readme_example_is_a_valid_entry():
     curated, problems = parse_curated(example, f"content/errors/{KV4}.yaml")
     assert problems == []
     assert curated is not None and curated.curated.example_fix.language == "shell"
+
+
+def test_a_build_cache_skips_parsing_unchanged_files_and_parses_edited_ones(tmp_path, monkeypatch):
+    import generator.content as content
+
+    folder, cache = tmp_path / "content", tmp_path / "cache"
+    (folder / "errors").mkdir(parents=True)
+    (folder / "errors" / f"{KV4}.yaml").write_text(VALID)
+    (folder / "errors" / "0000000000000001.yaml").write_text("id: [unclosed\n")
+    first = read_content(folder, cache_dir=cache)
+    assert read_content(folder) == first
+    parsed = []
+    real = content.parse_curated
+    monkeypatch.setattr(content, "parse_curated", lambda text, path, repo: parsed.append(path) or real(text, path, repo))
+    # Unchanged: valid entries and the problems of invalid files both come from the cache.
+    assert read_content(folder, cache_dir=cache) == first and parsed == []
+    (folder / "errors" / f"{KV4}.yaml").write_text(VALID.replace("Use fp8", "Use an fp8 KV cache"))
+    files, problems = read_content(folder, cache_dir=cache)
+    assert parsed == [str(folder / "errors" / f"{KV4}.yaml")]
+    assert files[KV4].curated.solutions[0].title == "Use an fp8 KV cache" and problems == first[1]

@@ -4,6 +4,7 @@ curated text follows its error, and `errorkb diff` says all of it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from generator.errors import ContentError
 from generator.history import (
     carry_curated,
     compare,
+    ledger_files,
     load_changes,
     load_ledger,
     resolve,
@@ -241,3 +243,20 @@ def test_changed_means_same_id_and_place_but_different_guards(tmp_path):
     _, first = entries_at(tmp_path / "up", shas[0], tmp_path / "cache")
     _, second = entries_at(tmp_path / "up", shas[1], tmp_path / "cache")
     assert [b.sites[0].conditions for _, b in compare(first, second).changed] == [("x > 2",)]
+
+
+def test_writing_the_ledger_again_reuses_the_lines_of_unchanged_records(history, tmp_path):
+    shas, _, _, _, two = history
+    content = tmp_path / "content"
+    write_history(content, two.records, two.changes)
+    (content / "upstream.json").write_text(json.dumps({"revision": shas[1]}))
+    fresh = {f.name: f.read_bytes() for f in sorted((content / "ledger").iterdir())}
+    lines: dict = {}
+    records = load_ledger(content, lines)
+    assert records == two.records and lines.keys() == records.keys()
+    # As read, the lines give the same files; a changed record gets a line of its own.
+    assert ledger_files(records, lines) == {f"ledger/{name}": data for name, data in fresh.items()}
+    error, record = sorted(records.items())[0]
+    changed = {**records, error: replace(record, message="Reworded after all")}
+    assert ledger_files(changed, lines) == ledger_files(changed)
+    assert b"Reworded after all" in ledger_files(changed, lines)[f"ledger/{error[0]}.jsonl"]
