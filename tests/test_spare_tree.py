@@ -11,7 +11,6 @@ Everything runs on small trees in `tmp_path`: no SGLang download.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from generator import build as build_module
-from generator.build import PageManifest, Written, build, inputs_of, spare_of, write_site
+from generator.build import PageManifest, Written, build, file_digest, inputs_of, spare_of, write_site
 from generator.errors import BuildError
 from generator.model import Upstream
 from generator.render import SiteInfo
@@ -28,7 +27,7 @@ from tests.test_build import CODE, config
 
 
 def digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return file_digest(data)
 
 
 def digests(site: dict[str, bytes]) -> dict[str, str]:
