@@ -131,7 +131,8 @@ def message(draw, loop_vars: tuple[str, ...]) -> str:
         text += draw(st.sampled_from({"int": INT_PERCENT, "str": STR_PERCENT, "any": ANY_PERCENT}[kind]))
         values.append(expr)
     text += quoted(draw(WORD)).replace("%", "%%")
-    if len(values) == 1 and not values[0].startswith(("(", "[")) and draw(st.booleans()):
+    # Bare only when the value is one operand: `"%d" % n1 + 1` is `("%d" % n1) + 1`.
+    if len(values) == 1 and not values[0].startswith(("(", "[")) and " " not in values[0] and draw(st.booleans()):
         return f'"{text}" % {values[0]}'
     return f'"{text}" % (' + ", ".join(values) + ("," if len(values) == 1 else "") + ")"
 
