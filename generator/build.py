@@ -33,9 +33,9 @@ from generator import api, audit, derive, history, model, render
 from generator.content import curated_json_schema
 from generator.config import Config
 from generator.errors import BuildError
-from generator.files import write_cache
+from generator.files import read_cache, write_cache
 from generator.highlight import Excerpts, Highlighting, excerpter_version, excerpts_of, site_excerpts
-from generator.model import Article, Change, Curated, ErrorEntry, Extraction, LedgerRecord, Problem, Upstream, group_sites, record
+from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord, Problem, Upstream, group_sites, record
 from generator.pipeline import extract_upstream, extractor_version
 from generator.progress import Progress
 from generator.upstream import Source, open_source
@@ -111,7 +111,7 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         by_id = {entry.id: entry for entry in entries}
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        articles = derive_site(extraction, entries, curated, past.inactive, inputs.cache_dir, related, stale, pins)
+        articles = derive_site(extraction.upstream, entries, blobs, curated, past.inactive, inputs.cache_dir, related, stale, pins)
         # Home and browse pages need only the articles: rendered in another process while this
         # one digests the pages.
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
@@ -170,17 +170,16 @@ class BuildStamp:
         return digest.hexdigest()
 
     def previous(self) -> BuildResult | None:
-        try:
-            digest, result = pickle.loads(self.path.read_bytes())
-        except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
+        stored = read_cache(self.path, tuple)
+        if stored is None or len(stored) != 2 or not isinstance(stored[1], BuildResult):
             return None
+        digest, result = stored
         if digest != self.digest or not (self.out / "index.html").is_file():
             return None
         return replace(result, written=0)
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
-        self._record = {}
 
     def save(self, result: BuildResult) -> None:
         """Remember this build, digesting the inputs again: the build itself just wrote the
@@ -200,8 +199,9 @@ def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict
 
 
 def derive_site(
-    extraction: Extraction,
+    upstream: Upstream,
     entries: tuple[ErrorEntry, ...],
+    blobs: Mapping[str, str],
     curated: Mapping[str, Curated],
     ledger: tuple[LedgerRecord, ...],
     cache_dir: Path,
@@ -214,14 +214,9 @@ def derive_site(
     pinned to (`pins`, by id). Without snippets and docstrings: `joined` adds them to
     the articles whose pages are rendered."""
     triggers = cached_triggers(entries, cache_dir)
-    # Kept by place (`history.places`): cheaper to compare than the parts of a template.
-    first = {entry.id: entry.sites[0] for entry in entries}
-    blobs = {file.path: file.blob_sha for file in extraction.files}
-    keys = {error: history.places((site,), blobs) for error, site in first.items()}
-    code = [derive.__file__, extractor_version()]
-    mentions = cached_values(cache_dir, "mentions", code, keys, lambda ids: {i: derive.mention_parts(first[i]) for i in ids})
+    mentions = cached_mentions(entries, blobs, cache_dir)
     # Asked for last: the ranking may still be under way in the background meanwhile.
-    return derive.derive_articles(entries, curated, extraction.upstream, {}, ledger, related(), stale, pins, triggers, mentions)
+    return derive.derive_articles(entries, curated, upstream, ledger, related(), stale, pins, triggers, mentions)
 
 
 def page_excerpts(articles: tuple[Article, ...], unchanged: frozenset[str], highlighting: Highlighting, jobs: int | None) -> dict[str, Excerpts]:
@@ -251,12 +246,7 @@ def cached_values(
     for part in code:
         digest.update(Path(part).read_bytes() if part.endswith(".py") else part.encode())
     path = cache_dir / name / f"{digest.hexdigest()[:32]}.pickle"
-    try:
-        known = pickle.loads(path.read_bytes())
-        if not isinstance(known, dict):
-            known = {}
-    except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
-        known = {}
+    known = read_cache(path, dict) or {}
     missing = [error for error, key in keys.items() if key not in known]
     fresh = compute(missing) if missing else {}
     values, used = {}, {}
@@ -277,6 +267,16 @@ def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[st
     return cached_values(cache_dir, "triggers", [derive.__file__], keys, lambda ids: {i: derive.derive_trigger(first[i]) for i in ids})
 
 
+def cached_mentions(entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str], cache_dir: Path) -> dict[str, derive.MentionParts]:
+    """`derive.mention_parts` of each error's first site, by id, read again only for sites at
+    places (`history.places`) the last build did not see: cheaper to compare than the parts
+    of a template."""
+    first = {entry.id: entry.sites[0] for entry in entries}
+    keys = {error: history.places((site,), blobs) for error, site in first.items()}
+    code = [derive.__file__, extractor_version()]
+    return cached_values(cache_dir, "mentions", code, keys, lambda ids: {i: derive.mention_parts(first[i]) for i in ids})
+
+
 def stale_curated(curated: Mapping[str, Curated], by_id: Mapping[str, ErrorEntry], source: Source, blobs: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
     """`audit.stale_revisions` of the entries not waiting for review, fingerprinting again (a
     parse of each file) only errors whose sites' places (`history.places`) are new."""
@@ -293,12 +293,7 @@ def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path, blobs: Mapp
     places of its sites. The result is the same as ranking every error (`derive.related_state`)."""
     digest = hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest()[:32]
     path = cache_dir / "related" / f"state-{digest}.pickle"
-    try:
-        previous = pickle.loads(path.read_bytes())
-        if not isinstance(previous, derive.RelatedState):
-            previous = None
-    except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
-        previous = None
+    previous = read_cache(path, derive.RelatedState)
     features = None
     if blobs is not None:
         by_id = {entry.id: entry for entry in entries}
@@ -368,11 +363,7 @@ class PageMemo:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        try:
-            known = pickle.loads(path.read_bytes())
-            self.known = known if isinstance(known, dict) else {}
-        except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
-            self.known = {}
+        self.known = read_cache(path, dict) or {}
         self.used: dict[bytes, bytes] = {}
 
     def render(self, template, context: Mapping) -> bytes:
@@ -668,6 +659,10 @@ def write_site(
     except OSError as error:
         raise BuildError(f"{out}: cannot write in {out.parent} ({error.strerror})") from None
     writer = _TreeWriter(str(tree), str(out), previous or {}, spare if reuse else {})
+
+    def abandon() -> None:
+        _discard(tree, out) if reuse else shutil.rmtree(tree, ignore_errors=True)
+
     try:
         for relative, data in files:
             writer.put(relative, data)
@@ -676,11 +671,11 @@ def write_site(
         old = _swap(tree, out)
     except OSError as error:
         # A full disk, a read-only folder: the previous site is still whole, and this is not a bug.
-        _discard(tree, out) if reuse else shutil.rmtree(tree, ignore_errors=True)
+        abandon()
         where = f": {error.filename}" if error.filename else ""
         raise BuildError(f"{out}: cannot write the site ({error.strerror}{where}); the previous site is unchanged") from None
     except BaseException:
-        _discard(tree, out) if reuse else shutil.rmtree(tree, ignore_errors=True)
+        abandon()
         raise
     total, written, hashes = writer.total, writer.written, writer.hashes
     if old is None:
@@ -841,9 +836,7 @@ def _swap(tree: Path, out: Path) -> Path | None:
         raise BuildError(f"{out}: exists and is not a folder")
     if _exchange(tree, out):
         return tree
-    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.rmdir(retired)
-    os.replace(out, retired)
+    retired = _aside(out, out)
     try:
         os.replace(tree, out)
     except OSError:
@@ -874,10 +867,15 @@ def _exchange(first: Path, second: Path) -> bool:
 def _discard(folder: Path, out: Path) -> None:
     """Move `folder` out of the way at once and delete it in the background; if that never
     finishes, the next build into `out` clears it."""
+    _remove_in_background(_aside(folder, out))
+
+
+def _aside(folder: Path, out: Path) -> Path:
+    """Rename `folder` to a new `.<out>.old-*` name beside `out`, which builds clear; returns it."""
     retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
     os.rmdir(retired)
     os.replace(folder, retired)
-    _remove_in_background(retired)
+    return retired
 
 
 def _remove_in_background(folder: Path) -> None:

@@ -28,7 +28,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScala
 from generator.config import Config
 from generator import model
 from generator.errors import ContentError
-from generator.files import write_cache
+from generator.files import read_cache, write_cache
 from generator.model import Curated, ExampleFix, Solution, error_id
 
 ERRORS_FOLDER = "errors"
@@ -210,11 +210,7 @@ class ParsedFiles:
         for module in (__file__, model.__file__):
             digest.update(Path(module).read_bytes())
         self.path = cache_dir / "content" / f"{digest.hexdigest()[:32]}.pickle"
-        try:
-            known = pickle.loads(self.path.read_bytes())
-            self.known = known if isinstance(known, dict) else {}
-        except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError):
-            pass
+        self.known = read_cache(self.path, dict) or {}
 
     def parse(self, text: str, path: str) -> tuple[CuratedFile | None, list[ContentProblem]]:
         key = (path, text)

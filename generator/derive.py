@@ -555,7 +555,8 @@ def _pick(candidates: list[tuple[float, int]], files: list[str], index: int, lim
 
 
 def with_excerpts(article: Article, excerpts: Mapping[tuple[str, int], tuple[Snippet | None, str | None]]) -> Article:
-    """`article` with the snippet and docstring of each of its sites, keyed as in `derive_articles`."""
+    """`article` with the snippet and docstring of each of its sites, from `excerpts` by the
+    site's (path, line)."""
     locations = tuple(
         replace(location, snippet=snippet, docstring=docstring)
         for location in article.locations
@@ -568,7 +569,6 @@ def derive_articles(
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],
     upstream: Upstream,
-    excerpts: Mapping[tuple[str, int], tuple[Snippet | None, str | None]],
     ledger: tuple[LedgerRecord, ...] = (),
     related: Mapping[str, tuple[str, ...]] | None = None,
     stale: Mapping[str, str] | None = None,
@@ -576,10 +576,10 @@ def derive_articles(
     triggers: Mapping[str, str | None] | None = None,
     mentions: Mapping[str, MentionParts] | None = None,
 ) -> tuple[Article, ...]:
-    """One article per active error and per retired or moved ledger id, sorted by id.
+    """One article per active error and per retired or moved ledger id, sorted by id, without
+    snippets and docstrings (`with_excerpts` adds them to the pages rendered).
 
-    `excerpts` maps (path, line) of a site to its snippet and enclosing docstring; `stale`
-    maps an id to the revision its curated text was written for, when the code changed since;
+    `stale` maps an id to the revision its curated text was written for, when the code changed since;
     `pins` maps an id to the upstream revision its page names and links to (the last one at
     which its code changed), `upstream` being used for ids without one; `triggers` maps an id
     to its `derive_trigger` text when already known, `mentions` to its first site's
@@ -600,13 +600,7 @@ def derive_articles(
     for entry in entries:
         curated_entry = curated.get(entry.id)
         pinned = pins.get(entry.id, upstream)
-        if excerpts:
-            locations = tuple(
-                Location(site, pinned.url(site.path, site.line), *excerpts.get((site.path, site.line), (None, None)))
-                for site in entry.sites
-            )
-        else:
-            locations = tuple(Location(site, pinned.url(site.path, site.line), None, None) for site in entry.sites)
+        locations = tuple(Location(site, pinned.url(site.path, site.line), None, None) for site in entry.sites)
         derived = triggers[entry.id] if triggers is not None and entry.id in triggers else derive_trigger(entry.sites[0])
         trigger = curated_entry.trigger if curated_entry and curated_entry.trigger else derived
         articles.append(

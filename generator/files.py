@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from pathlib import Path
 
@@ -27,3 +28,14 @@ def write_cache(path: Path, data: bytes) -> None:
         write_atomic(path, data)
     except OSError:
         pass
+
+
+def read_cache(path: Path, kind: type) -> object | None:
+    """The pickle a build stored at `path` with `write_cache`, when it is a `kind`; None when
+    it is missing, unreadable, of another kind or made by other code: a cache that cannot be
+    read only costs time."""
+    try:
+        value = pickle.loads(path.read_bytes())
+    except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError, ImportError, IndexError):
+        return None
+    return value if isinstance(value, kind) else None

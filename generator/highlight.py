@@ -14,7 +14,7 @@ import json
 import multiprocessing
 import os
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -205,12 +205,16 @@ class Highlighting:
         # Spawned, not forked: this process goes on building large records meanwhile, and
         # every page it touched after a fork would be copied, costing more than a fresh start.
         self._pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-        for first in range(0, len(missing), 16):
-            batch = missing[first : first + 16]
-            payload = [(self.keys[path], self.source.read(self.files[path]), self.requests[path]) for path in batch]
+        for paths, payload in self.batches(missing):
             future = self._pool.submit(_excerpt_batch, self.cache, payload)
-            for number, path in enumerate(batch):
+            for number, path in enumerate(paths):
                 self._pending[path] = (future, number)
+
+    def batches(self, paths: list[str]) -> Iterator[tuple[list[str], list[tuple[str, bytes, Request]]]]:
+        """`paths` sixteen at a time, each with what `_excerpt_batch` takes for them."""
+        for first in range(0, len(paths), 16):
+            batch = paths[first : first + 16]
+            yield batch, [(self.keys[path], self.source.read(self.files[path]), self.requests[path]) for path in batch]
 
     def take(self, path: str) -> Excerpts | None:
         """A file's excerpts if a worker was making them (waiting for it); None otherwise, or
@@ -272,7 +276,7 @@ def _run(made: Highlighting, missing: list[str], jobs: int | None):
     """The excerpts of `missing` files in order, stored in the cache, made on every core when
     there is enough work."""
     jobs = jobs or os.cpu_count() or 1
-    batches = [[(made.keys[path], made.source.read(made.files[path]), made.requests[path]) for path in missing[i : i + 16]] for i in range(0, len(missing), 16)]
+    batches = [payload for _, payload in made.batches(missing)]
     if jobs == 1 or len(missing) < 8:
         for batch in batches:
             yield from _excerpt_batch(made.cache, batch)

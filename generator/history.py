@@ -89,10 +89,7 @@ def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[
     """The ledger as files under `ledger/`: one per first hex digit of the id, so that no file
     grows large, each record one sorted-key JSON line without default values. `known` holds
     lines as read (`load_ledger`): a record whose line says what it says keeps that line."""
-    return _ledger_shards(records, known or {})
-
-
-def _ledger_shards(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]]) -> dict[str, bytes]:
+    known = known or {}
     shards: dict[str, list[str]] = {}
     for error_id in sorted(records):
         record = records[error_id]
