@@ -10,7 +10,6 @@ few hundred errors, so a kill lands while the build is extracting or writing.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import signal
 import subprocess

@@ -1,0 +1,106 @@
+"""The snippet lexer: Pygments' own tokens, found with one regex call per token."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pygments.lexer import RegexLexer, bygroups, combined, default, include
+from pygments.lexers import PythonLexer
+from pygments.token import Keyword, Name, Number, Operator, Punctuation, String, Whitespace
+
+from generator.config import Config
+from generator.highlight import OneMatchPerToken, QuickPythonLexer, highlight_lines
+from generator.upstream import open_source
+from tests import conftest
+
+OPTIONS = {"stripnl": False, "ensurenl": False}
+
+
+class Toy(RegexLexer):
+    """Every kind of rule and state change a RegexLexer has, in a few lines."""
+
+    flags = re.MULTILINE
+    tokens = {
+        "root": [
+            (r"(?i)begin\b", Keyword, "block"),
+            (r"(\w+)(\s*)(=)", bygroups(Name, Whitespace, Operator)),
+            (r"<<", Punctuation, "heredoc"),
+            (r"\(", Punctuation, combined("block", "inner")),
+            (r"\d+", Number),
+            (r"[ \t]+", Whitespace),
+            (r"\w+", Name),
+        ],
+        "block": [
+            (r"(?i)end\b", Keyword, "#pop"),
+            (r"\{", Punctuation, ("block", "inner")),
+            (r"\}", Punctuation, "#pop:2"),
+            (r"!", Punctuation, "#push"),
+            include("root"),
+        ],
+        "inner": [
+            (r"[a-z]+", Name.Attribute),
+            default("#pop"),
+        ],
+        # A backreference: this state cannot be joined and keeps the rule-by-rule loop.
+        "heredoc": [
+            (r"(\w)\1*", String),
+            (r">>", Punctuation, "#pop"),
+        ],
+    }
+
+
+class QuickToy(OneMatchPerToken, Toy):
+    pass
+
+
+TOY_TEXT = st.text(alphabet="abeginndBEGINEND{}!<>()=019 \t\n'\"$é", max_size=80)
+
+
+@settings(max_examples=400, deadline=None)
+@given(TOY_TEXT)
+def test_every_kind_of_rule_and_state_change_gives_the_lexers_own_tokens(text):
+    assert list(QuickToy(**OPTIONS).get_tokens(text)) == list(Toy(**OPTIONS).get_tokens(text))
+
+
+def test_a_state_with_a_backreference_is_matched_rule_by_rule_and_the_rest_joined():
+    finders = QuickToy(**OPTIONS)._finders
+    assert finders["heredoc"].__name__ == "one_by_one"
+    assert {name for state, name in ((s, f.__name__) for s, f in finders.items()) if state != "heredoc"} == {"at_once"}
+    text = "<<aaab>> begin x=1 {foo} end"
+    assert list(QuickToy(**OPTIONS).get_tokens(text)) == list(Toy(**OPTIONS).get_tokens(text))
+
+
+TRICKY_PYTHON = [
+    'x = f"{a!r:>{width}} {b[\'k\']}" + rb\'\\x00\' + Rb"""\n multi """ + fR\'{x}\'\n',
+    "s = '''unterminated\n  still string\n",
+    'def f(x: int = 1, *a, **k) -> "T":\n    """Doc."""\n    return x @ y if x else ~y\n',
+    "match point:\n    case Point(x=0) | None:\n        pass\n",
+    "@decorator(1e-3, 0x1F, 1_000j)\nasync def g():\n    await h()\n",
+    "weird $ ? ` chars\x00and NUL\r\nwindows lines\r\n\tand tabs\n",
+    "x = 'line one \\\ncontinued'  # comment\nلا = 'RTL ‮'\n",
+    'f"{x:{y}.{z}f}" f"{{literal}}" f"{\'nested\' + f\'{q}\'}"',
+]
+
+
+def test_tricky_python_gives_pygments_own_tokens():
+    for text in TRICKY_PYTHON:
+        assert list(QuickPythonLexer(**OPTIONS).get_tokens(text)) == list(PythonLexer(**OPTIONS).get_tokens(text)), text
+
+
+def test_real_sglang_files_give_pygments_own_tokens():
+    source = open_source(f"pypi:sglang=={conftest.DEFAULT_VERSION}", Config(), conftest.test_cache_dir())
+    files = source.files()[::60]
+    assert len(files) > 70
+    quick, plain = QuickPythonLexer(**OPTIONS), PythonLexer(**OPTIONS)
+    for file in files:
+        text = source.read(file).decode("utf-8", errors="replace")
+        assert list(quick.get_tokens(text)) == list(plain.get_tokens(text)), file.path
+
+
+def test_highlighted_lines_are_closed_on_each_line():
+    lines = highlight_lines('s = """one\ntwo"""\nx = 1\n')
+    assert len(lines) == 3
+    for line in lines:
+        assert line.count("<span") == line.count("</span>")
