@@ -99,7 +99,7 @@ def _finder(rules, flags: int):
                 return rule, match
         return None
 
-    alternatives, by_group, group = [], {}, 1
+    alternatives, by_group, group = [], {}, 0
     for rule in rules:
         pattern = rule[0].__self__
         if _BACKREFERENCE.search(pattern.pattern):
@@ -107,9 +107,12 @@ def _finder(rules, flags: int):
         leading = _GLOBAL_FLAGS.match(pattern.pattern)
         # A leading (?i) applies to the whole pattern; joined, it must be scoped to it.
         text = f"(?{leading[1]}:{pattern.pattern[leading.end():]})" if leading else pattern.pattern
-        alternatives.append(f"({text})")
-        by_group[group] = rule
-        group += 1 + pattern.groups
+        # An empty group after each pattern names it: it closes last. Before the pattern, it
+        # would hide the pattern's first character from re's quick check of each branch.
+        alternatives.append(f"(?:{text})()")
+        group += pattern.groups
+        by_group[group + 1] = rule
+        group += 1
     try:
         joined = re.compile("|".join(alternatives), flags).match
     except re.error:
