@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from generator.content import ContentProblem, CuratedFile, markdown_fields, markdown_parser
-from generator.extract import decode_source
 from generator.upstream import Source
 
 FIELDS_FOLDER = "sglang/srt/arg_groups/fields/"
@@ -89,6 +88,9 @@ def arguments_of_module(text: str, path: str, resolve: Resolver) -> list[Argumen
 
 def server_arguments(source: Source) -> Arguments:
     """Every server argument of the source (none when it has no `srt/arg_groups/fields/`)."""
+    # Here, not at the top: the extractor imports libcst, which only `check` needs from here.
+    from generator.extract import decode_source
+
     files = {file.path: file for file in source.files()}
     anchor = next((path for path in files if path.endswith(SERVER_ARGS)), None)
     if anchor is None:

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import pygments
@@ -150,7 +150,11 @@ def _change_state(stack: list[str], new_state) -> None:
         stack.append(stack[-1])
 
 
-_LEXER = QuickPythonLexer(stripnl=False, ensurenl=False)
+@cache
+def _lexer() -> QuickPythonLexer:
+    """Made on first use: joining its rules takes a fifth of a second, which a rebuild that
+    highlights nothing in this process would pay for nothing."""
+    return QuickPythonLexer(stripnl=False, ensurenl=False)
 _FORMATTER = HtmlFormatter(nowrap=True)
 # Tokens both site themes (render.pygments_css) show in the code's own text colour, so a span
 # for each would only add bytes: most tokens of Python are names and punctuation, and pages
@@ -194,7 +198,7 @@ def highlight_lines(code: str) -> list[str]:
     """Pygments HTML for each line of `code`; every line's markup is closed on that line."""
     if not code:
         return []
-    tokens = ((Token.Text if kind in _PLAIN else kind, text) for kind, text in _LEXER.get_tokens(code))
+    tokens = ((Token.Text if kind in _PLAIN else kind, text) for kind, text in _lexer().get_tokens(code))
     markup = pygments.format(tokens, _FORMATTER)
     lines = markup.split("\n")
     if lines and lines[-1] == "":

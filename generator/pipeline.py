@@ -11,8 +11,8 @@ from functools import partial
 from pathlib import Path
 
 from importlib.metadata import version as package_version
+from importlib.util import find_spec
 
-from generator import extract
 from generator.cache import SiteCache
 from generator.model import Extraction, Problem, Site, SourceFile
 from generator.progress import Progress
@@ -22,13 +22,16 @@ from generator.upstream import Source
 def extractor_version() -> str:
     """Changes whenever the extractor's code, libcst or the Python grammar could change a
     result, so the cache never serves sites an older extractor found."""
-    digest = hashlib.sha256(Path(extract.__file__).read_bytes())
+    # Found without importing it: a build whose blobs are all cached never loads libcst.
+    digest = hashlib.sha256(Path(find_spec("generator.extract").origin).read_bytes())
     digest.update(f"{package_version('libcst')}|{sys.version_info[:2]}".encode())
     return digest.hexdigest()[:16]
 
 
 def extract_blob(path: str, data: bytes) -> tuple[Site, ...] | str:
     """The sites of one file, or the reason it was skipped; never raises for bad input."""
+    from generator import extract
+
     try:
         return extract.extract_source(data, path)
     except extract.UnparsableFile as error:
