@@ -637,7 +637,8 @@ def write_site(
     of the tree the last build kept beside it (`spare_of`). With both, that tree is brought up
     to date, replacing only the files that differ, and swapped in: a rebuild then costs what
     changed, not 27,000 new folders. Otherwise a new tree is made. Either way the site that was
-    in `out` is kept as the next spare when `previous` describes it.
+    in `out` is kept as the next spare when `previous` describes it; when nothing describes it
+    (or there was none), the spare is made of links to the new site (`_linked_spare`).
 
     A file whose bytes equal the current site's is a hard link to it (same bytes, same mtime),
     and so is a file given as None; a file whose bytes changed is a new file. Without
@@ -661,7 +662,15 @@ def write_site(
     writer = _TreeWriter(str(tree), str(out), previous or {}, spare if reuse else {})
 
     def abandon() -> None:
-        _discard(tree, out) if reuse else shutil.rmtree(tree, ignore_errors=True)
+        if not reuse:
+            shutil.rmtree(tree, ignore_errors=True)
+            return
+        try:
+            _discard(tree, out)
+        except OSError:
+            # A folder nothing can be renamed in: the half-updated spare stays where it is,
+            # and no manifest describes it, so the next build does not trust it.
+            pass
 
     try:
         for relative, data in files:
@@ -679,19 +688,44 @@ def write_site(
         raise
     total, written, hashes = writer.total, writer.written, writer.hashes
     if old is None:
-        return Written(total, written, hashes, None)
+        return Written(total, written, hashes, _linked_spare(out, hashes))
     try:
         if not previous:
             # Nothing describes the old site: not worth keeping. Renamed first, since it may
             # sit at the staging name, which a tree being written has.
             _discard(old, out)
-            return Written(total, written, hashes, None)
+            return Written(total, written, hashes, _linked_spare(out, hashes))
         if old != kept:
             os.replace(old, kept)
     except OSError:
         _remove_in_background(old)
         return Written(total, written, hashes, None)
     return Written(total, written, hashes, dict(previous))
+
+
+def _linked_spare(out: Path, hashes: Mapping[str, str]) -> dict[str, str] | None:
+    """A spare tree for the next build when there is no site before this one to keep: links
+    to every file of the new site, in a tree made beside it and renamed into place. Its
+    27,000 folders cost a second or two here, and would cost the next build more: making
+    them while the kernel still writes back this build's 500 MB takes several times as long.
+    Returns the spare's digests, or None when it could not be made (nothing is left)."""
+    kept = spare_of(out)
+    if os.path.lexists(kept):
+        return None
+    try:
+        staging = tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent)
+    except OSError:
+        return None
+    writer = _TreeWriter(staging, str(out), hashes, {})
+    try:
+        for relative in hashes:
+            writer.put(relative, None)
+        os.chmod(staging, 0o755)
+        os.rename(staging, kept)
+    except (OSError, BuildError):
+        shutil.rmtree(staging, ignore_errors=True)
+        return None
+    return dict(hashes)
 
 
 class _TreeWriter:

@@ -10,6 +10,7 @@ few hundred errors, so a kill lands while the build is extracting or writing.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build import build_lock
+from generator.build import build_lock, spare_of
 from generator.cli import main
 from tests.conftest import make_repo
 
@@ -102,21 +103,37 @@ def sites(upstream, tmp_path_factory) -> dict[str, dict[str, str]]:
     return trees
 
 
+def folder_times(root: Path) -> dict[str, int]:
+    """The modification time of every folder under `root`, which changes when a file in it is
+    added, replaced or removed."""
+    return {folder: os.stat(folder).st_mtime_ns for folder, _, _ in os.walk(root)}
+
+
 def staging_of(out: Path) -> list[Path]:
     return list(out.parent.glob(f".{out.name}.tmp-*"))
 
 
-@pytest.mark.parametrize("moment", ["extracting", "writing"])
+@pytest.mark.parametrize("moment", ["extracting", "writing the spare tree", "writing a new tree"])
 def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path, moment) -> None:
     out, cache = tmp_path / "site", tmp_path / "cache"
     assert build(upstream, 0, out, cache).returncode == 0
+    if moment == "writing a new tree":
+        shutil.rmtree(spare_of(out))
     process = subprocess.Popen(command(upstream, 1, out, cache), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     if moment == "extracting":
         time.sleep(0.3)
-    else:
+    elif moment == "writing a new tree":
         # Kill once the new tree is being written beside the old one.
         while not any(any(folder.iterdir()) for folder in staging_of(out)):
+            assert process.poll() is None, "the build finished before it could be killed while writing"
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+    else:
+        # Kill once the spare tree the first build left beside the site is being brought up
+        # to date: a folder of it changed.
+        before = folder_times(spare_of(out))
+        while folder_times(spare_of(out)) == before:
             assert process.poll() is None, "the build finished before it could be killed while writing"
             assert time.monotonic() < deadline
             time.sleep(0.002)
@@ -163,9 +180,21 @@ def immutable(path: Path, on: bool) -> bool:
 def test_a_read_only_output_folder_is_one_line(upstream, sites, tmp_path) -> None:
     out, cache = tmp_path / "site", tmp_path / "cache"
     assert build(upstream, 0, out, cache).returncode == 0
-    # The folder holding the site: no lock, no new tree can be made there.
+    # The folder holding the site: no new tree can be made there. The spare tree the first
+    # build linked can be brought up to date, but neither swapped in nor moved aside.
+    assert spare_of(out).is_dir()
     if not immutable(tmp_path, True):
         pytest.skip("the immutable attribute cannot be set here")
+    try:
+        done = build(upstream, 1, out, cache)
+    finally:
+        immutable(tmp_path, False)
+    assert done.returncode == 1
+    one_line_error(done.stderr, f"errorkb: {out}: cannot write the site (Operation not permitted")
+    assert tree(out) == sites["0"]
+    # Without a spare, it fails where the new tree would be made.
+    shutil.rmtree(spare_of(out))
+    immutable(tmp_path, True)
     try:
         done = build(upstream, 1, out, cache)
     finally:
