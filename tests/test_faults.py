@@ -176,6 +176,18 @@ def immutable(path: Path, on: bool) -> bool:
     return done.returncode == 0
 
 
+def build_while_immutable(folder: Path, upstream, revision: int, out: Path, cache: Path) -> subprocess.CompletedProcess:
+    """A build run while `folder` is immutable, which fails; the folder is writable after."""
+    if not immutable(folder, True):
+        pytest.skip("the immutable attribute cannot be set here")
+    try:
+        done = build(upstream, revision, out, cache)
+    finally:
+        immutable(folder, False)
+    assert done.returncode == 1
+    return done
+
+
 @pytest.mark.skipif(shutil.which("chattr") is None, reason="chattr is not installed")
 def test_a_read_only_output_folder_is_one_line(upstream, sites, tmp_path) -> None:
     out, cache = tmp_path / "site", tmp_path / "cache"
@@ -183,32 +195,16 @@ def test_a_read_only_output_folder_is_one_line(upstream, sites, tmp_path) -> Non
     # The folder holding the site: no new tree can be made there. The spare tree the first
     # build linked can be brought up to date, but neither swapped in nor moved aside.
     assert spare_of(out).is_dir()
-    if not immutable(tmp_path, True):
-        pytest.skip("the immutable attribute cannot be set here")
-    try:
-        done = build(upstream, 1, out, cache)
-    finally:
-        immutable(tmp_path, False)
-    assert done.returncode == 1
+    done = build_while_immutable(tmp_path, upstream, 1, out, cache)
     one_line_error(done.stderr, f"errorkb: {out}: cannot write the site (Operation not permitted")
     assert tree(out) == sites["0"]
     # Without a spare, it fails where the new tree would be made.
     shutil.rmtree(spare_of(out))
-    immutable(tmp_path, True)
-    try:
-        done = build(upstream, 1, out, cache)
-    finally:
-        immutable(tmp_path, False)
-    assert done.returncode == 1
+    done = build_while_immutable(tmp_path, upstream, 1, out, cache)
     one_line_error(done.stderr, f"errorkb: {out}: cannot write in {tmp_path} (Operation not permitted)")
     assert tree(out) == sites["0"]
     # The site's own folder: the new tree is written beside it but cannot be swapped in.
-    immutable(out, True)
-    try:
-        done = build(upstream, 1, out, cache)
-    finally:
-        immutable(out, False)
-    assert done.returncode == 1
+    done = build_while_immutable(out, upstream, 1, out, cache)
     one_line_error(done.stderr, f"errorkb: {out}: cannot write the site (Operation not permitted")
     assert "the previous site is unchanged" in done.stderr
     assert tree(out) == sites["0"]
