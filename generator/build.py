@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import fields, replace
 from functools import partial
@@ -89,6 +89,9 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         previous = stamp.previous()
         if previous is not None:
             return previous
+        linking = spare_linking(inputs.out, inputs.cache_dir)
+        if linking is not None:
+            cleanup.callback(linking.result)
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
         # Related errors, then the search index, need only the entries: made on the other core
@@ -119,6 +122,10 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, blobs)
         unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
+        if linking is not None:
+            # Its tree is the site in `out`, file for file: what `hashes` describes.
+            linked = linking.result()
+            spare = spare if spare is not None else linked
         found = page_excerpts(articles, unchanged, highlighting, jobs)
         # Until the new tree is in place and described, no manifest: a build killed after the
         # swap must not leave one describing the tree before it.
@@ -401,8 +408,7 @@ class PageManifest:
     """
 
     def __init__(self, cache_dir: Path, out: Path, info: render.SiteInfo) -> None:
-        key = hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]
-        self.path = cache_dir / "pages" / f"{key}.json"
+        self.path = _manifest_path(cache_dir, out)
         self.out = out
         salt = hashlib.sha256(render.templates_digest().encode())
         salt.update(excerpter_version().encode())
@@ -417,11 +423,7 @@ class PageManifest:
     def _last(self) -> dict:
         """The last build's record, read once; empty when there is none or it is unreadable."""
         if self._record is None:
-            try:
-                record = json.loads(self.path.read_bytes())
-                self._record = record if isinstance(record, dict) else {}
-            except (OSError, ValueError):
-                self._record = {}
+            self._record = _read_manifest(self.path)
         return self._record
 
     def digests(self, articles: tuple[Article, ...], blobs: Mapping[str, str]) -> dict[str, str]:
@@ -451,31 +453,12 @@ class PageManifest:
 
     def file_hashes(self) -> dict[str, str]:
         """The digest of every file the last build wrote into `out`, by path."""
-        record = self._last()
-        if record.get("file_digest") != FILE_DIGEST:
-            return {}
-        try:
-            return dict(record["files"])
-        except (KeyError, TypeError, ValueError):
-            return {}
+        return _files_of(self._last())
 
     def spare_hashes(self) -> dict[str, str] | None:
         """The digest of every file of the spare tree the last build kept (`spare_of`), by path;
         None when there is none, or the folder there is not the one the last build left."""
-        try:
-            record = self._last()
-            if record.get("file_digest") != FILE_DIGEST:
-                return None
-            files, spare = record["files"], record["spare"]
-            folder = os.stat(spare_of(self.out.absolute()))
-            if spare is None or spare["folder"] != [folder.st_dev, folder.st_ino]:
-                return None
-            hashes = {**files, **spare["differs"]}
-            for path in spare["absent"]:
-                del hashes[path]
-            return hashes
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        return _spare_of(self._last(), self.out)
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -495,6 +478,46 @@ class PageManifest:
                 "absent": sorted(hashes.keys() - spare.keys()),
             }
         write_cache(self.path, json.dumps(record, sort_keys=True).encode())
+
+
+def _manifest_path(cache_dir: Path, out: Path) -> Path:
+    return cache_dir / "pages" / f"{hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]}.json"
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _files_of(record: dict) -> dict[str, str]:
+    """A manifest's digests of the files of the site, by path; empty when unusable."""
+    if record.get("file_digest") != FILE_DIGEST:
+        return {}
+    try:
+        return dict(record["files"])
+    except (KeyError, TypeError, ValueError):
+        return {}
+
+
+def _spare_of(record: dict, out: Path) -> dict[str, str] | None:
+    """A manifest's digests of the files of the spare tree, by path; None when it describes
+    none, or the folder at `spare_of(out)` is not the one it describes."""
+    try:
+        if record.get("file_digest") != FILE_DIGEST:
+            return None
+        files, spare = record["files"], record["spare"]
+        folder = os.stat(spare_of(out.absolute()))
+        if spare is None or spare["folder"] != [folder.st_dev, folder.st_ino]:
+            return None
+        hashes = {**files, **spare["differs"]}
+        for path in spare["absent"]:
+            del hashes[path]
+        return hashes
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 # Every field of an article but those read from its sites (see `PageManifest`).
@@ -637,8 +660,7 @@ def write_site(
     of the tree the last build kept beside it (`spare_of`). With both, that tree is brought up
     to date, replacing only the files that differ, and swapped in: a rebuild then costs what
     changed, not 27,000 new folders. Otherwise a new tree is made. Either way the site that was
-    in `out` is kept as the next spare when `previous` describes it; when nothing describes it
-    (or there was none), the spare is made of links to the new site (`_linked_spare`).
+    in `out` is kept as the next spare when `previous` describes it.
 
     A file whose bytes equal the current site's is a hard link to it (same bytes, same mtime),
     and so is a file given as None; a file whose bytes changed is a new file. Without
@@ -688,13 +710,13 @@ def write_site(
         raise
     total, written, hashes = writer.total, writer.written, writer.hashes
     if old is None:
-        return Written(total, written, hashes, _linked_spare(out, hashes))
+        return Written(total, written, hashes, None)
     try:
         if not previous:
             # Nothing describes the old site: not worth keeping. Renamed first, since it may
             # sit at the staging name, which a tree being written has.
             _discard(old, out)
-            return Written(total, written, hashes, _linked_spare(out, hashes))
+            return Written(total, written, hashes, None)
         if old != kept:
             os.replace(old, kept)
     except OSError:
@@ -703,16 +725,31 @@ def write_site(
     return Written(total, written, hashes, dict(previous))
 
 
-def _linked_spare(out: Path, hashes: Mapping[str, str]) -> dict[str, str] | None:
-    """A spare tree for the next build when there is no site before this one to keep: links
-    to every file of the new site, in a tree made beside it and renamed into place. Its
-    27,000 folders cost a second or two here, and would cost the next build more: making
-    them while the kernel still writes back this build's 500 MB takes several times as long.
-    Returns the spare's digests, or None when it could not be made (nothing is left)."""
-    kept = spare_of(out)
-    if os.path.lexists(kept):
+def spare_linking(out: Path, cache_dir: Path) -> Future | None:
+    """When the site in `out` has no spare tree the last build described (the first rebuild
+    after a first build), start making one of links to the site's files, in a thread, while
+    the build does its work in Python: its 27,000 folders take 1 to 5 s, mostly waiting on the
+    disk while the kernel writes back the build before, and the build would otherwise make a
+    new tree of them at the end. The future gives the spare's digests (the site's), or None.
+    None without a described site or when a spare is already there."""
+    record = _read_manifest(_manifest_path(cache_dir, out))
+    files = _files_of(record)
+    if not files or _spare_of(record, out) is not None or not out.is_dir():
         return None
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(_linked_spare, out.absolute(), files)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _linked_spare(out: Path, hashes: Mapping[str, str]) -> dict[str, str] | None:
+    """A spare tree of links to the files of the site in `out` (`hashes`, by path), made in a
+    tree beside it and renamed into place, replacing whatever stood there. Returns its
+    digests, or None when it could not be made (a staging tree left is cleared next build)."""
+    kept = spare_of(out)
     try:
+        if os.path.lexists(kept):
+            _discard(kept, out)
         staging = tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent)
     except OSError:
         return None

@@ -113,30 +113,32 @@ def staging_of(out: Path) -> list[Path]:
     return list(out.parent.glob(f".{out.name}.tmp-*"))
 
 
-@pytest.mark.parametrize("moment", ["extracting", "writing the spare tree", "writing a new tree"])
+@pytest.mark.parametrize("moment", ["extracting", "linking a spare tree", "writing the spare tree", "writing a new tree"])
 def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path, moment) -> None:
     out, cache = tmp_path / "site", tmp_path / "cache"
     assert build(upstream, 0, out, cache).returncode == 0
     if moment == "writing a new tree":
-        shutil.rmtree(spare_of(out))
+        # Without the page manifest, nothing describes the site: no spare is linked to it.
+        shutil.rmtree(cache / "pages")
     process = subprocess.Popen(command(upstream, 1, out, cache), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
+
+    def wait_for(happened) -> None:
+        while not happened():
+            assert process.poll() is None, f"the build finished before it could be killed {moment}"
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
     if moment == "extracting":
         time.sleep(0.3)
-    elif moment == "writing a new tree":
-        # Kill once the new tree is being written beside the old one.
-        while not any(any(folder.iterdir()) for folder in staging_of(out)):
-            assert process.poll() is None, "the build finished before it could be killed while writing"
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-    else:
-        # Kill once the spare tree the first build left beside the site is being brought up
-        # to date: a folder of it changed.
+    elif moment == "writing the spare tree":
+        # Once the spare linked to the first site is in place, kill when a folder of it changes.
+        wait_for(spare_of(out).is_dir)
         before = folder_times(spare_of(out))
-        while folder_times(spare_of(out)) == before:
-            assert process.poll() is None, "the build finished before it could be killed while writing"
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
+        wait_for(lambda: folder_times(spare_of(out)) != before)
+    else:
+        # A tree beside the site, the spare being linked or the new site, has files.
+        wait_for(lambda: any(any(folder.iterdir()) for folder in staging_of(out)))
     process.kill()
     process.wait()
     assert process.returncode == -signal.SIGKILL
@@ -192,22 +194,28 @@ def build_while_immutable(folder: Path, upstream, revision: int, out: Path, cach
 def test_a_read_only_output_folder_is_one_line(upstream, sites, tmp_path) -> None:
     out, cache = tmp_path / "site", tmp_path / "cache"
     assert build(upstream, 0, out, cache).returncode == 0
-    # The folder holding the site: no new tree can be made there. The spare tree the first
-    # build linked can be brought up to date, but neither swapped in nor moved aside.
-    assert spare_of(out).is_dir()
-    done = build_while_immutable(tmp_path, upstream, 1, out, cache)
-    one_line_error(done.stderr, f"errorkb: {out}: cannot write the site (Operation not permitted")
-    assert tree(out) == sites["0"]
-    # Without a spare, it fails where the new tree would be made.
-    shutil.rmtree(spare_of(out))
+    # The folder holding the site: no lock, no new tree (nor a spare) can be made there.
     done = build_while_immutable(tmp_path, upstream, 1, out, cache)
     one_line_error(done.stderr, f"errorkb: {out}: cannot write in {tmp_path} (Operation not permitted)")
     assert tree(out) == sites["0"]
-    # The site's own folder: the new tree is written beside it but cannot be swapped in.
+    # The site's own folder: a tree is written beside it but cannot be swapped in.
     done = build_while_immutable(out, upstream, 1, out, cache)
     one_line_error(done.stderr, f"errorkb: {out}: cannot write the site (Operation not permitted")
     assert "the previous site is unchanged" in done.stderr
     assert tree(out) == sites["0"]
+    assert not staging_of(out)
+    # With a spare tree the last build described: brought up to date, but neither swapped in
+    # nor moved aside, and the next build does not trust it.
+    # (The failed builds cleared the manifest: the first build after them describes a site,
+    # the second a spare.)
+    assert build(upstream, 1, out, cache).returncode == 0
+    assert build(upstream, 0, out, cache).returncode == 0
+    assert spare_of(out).is_dir()
+    before = tree(out)
+    done = build_while_immutable(tmp_path, upstream, 1, out, cache)
+    one_line_error(done.stderr, f"errorkb: {out}: cannot write the site (Operation not permitted")
+    assert tree(out) == before
+    assert build(upstream, 1, out, cache).returncode == 0
     assert not staging_of(out)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from generator import build as build_module
-from generator.build import PageManifest, Written, build, file_digest, inputs_of, spare_of, write_site
+from generator.build import PageManifest, Written, build, file_digest, inputs_of, spare_linking, spare_of, write_site
 from generator.errors import BuildError
 from generator.model import Upstream
 from generator.render import SiteInfo
@@ -193,12 +193,7 @@ class Chain:
             assert empty_folders(kept) == []
             assert kept.stat().st_ino == old_site_folder
         else:
-            # No site before this one to keep: the spare is this site, a link to each file.
-            assert written.spare == digests(site)
-            assert tree(kept) == site
-            assert empty_folders(kept) == []
-            for path in site:
-                assert (kept / path).stat().st_ino == (self.out / path).stat().st_ino, path
+            assert written.spare is None
         # Brought up to date in place: the spare folder itself is the new site's.
         self.reused.append(spare_folder is not None and self.out.stat().st_ino == spare_folder)
         self.site, self.hashes, self.spare = site, written.hashes, written.spare
@@ -218,7 +213,7 @@ def test_a_sequence_of_builds_writes_each_site_exactly(tmp_path, swap):
     for number, site in enumerate(SITES):
         written = chain.build(site, none_for_unchanged=number == 4)
         assert written.written == differing(site, SITES[number - 1] if number else {})
-    assert chain.reused == [False, True, True, True, True, True]
+    assert chain.reused == [False, False, True, True, True, True]
     assert chain.spare == digests(SITES[-2]) and tree(spare_of(tmp_path / "site")) == SITES[-2]
     assert chain.build(SITES[-1]).written == 0
     assert chain.build(SITES[-1], none_for_unchanged=True).written == 0
@@ -261,7 +256,7 @@ def test_the_spare_folder_holds_the_site_before(tmp_path):
     out = tmp_path / "site"
     chain = Chain(out)
     chain.build(SITES[0])
-    assert tree(spare_of(out)) == SITES[0]
+    assert not spare_of(out).exists()
     for number, site in enumerate(SITES[1:], 1):
         chain.build(site)
         assert spare_of(out) == tmp_path / ".site.spare"
@@ -326,10 +321,10 @@ def test_a_failed_spare_build_leaves_the_previous_site_and_the_next_build_is_rig
     chain.build(site, previous={}, spare=None)
     assert not chain.reused[-1]
     assert not staging(out)
-    # And the chain goes on, each build bringing the spare up to date.
+    # And the chain goes on: a fresh tree keeping the spare, then the spare brought up to date.
     chain.build(SITES[3])
     chain.build(SITES[4])
-    assert chain.reused[-2:] == [True, True]
+    assert chain.reused[-2:] == [False, True]
 
 
 def test_a_missing_spare_folder_means_a_fresh_tree(tmp_path):
@@ -345,17 +340,17 @@ def test_a_missing_spare_folder_means_a_fresh_tree(tmp_path):
     assert chain.reused[-1]
 
 
-def test_no_previous_digests_means_a_fresh_tree_and_a_spare_linked_to_it(tmp_path):
+def test_no_previous_digests_means_a_fresh_tree_and_no_spare(tmp_path):
     out = tmp_path / "site"
     chain = Chain(out)
     chain.build(SITES[0])
     chain.build(SITES[1])
     written = chain.build(SITES[2], previous=None)
-    assert written.spare == digests(SITES[2]) and not chain.reused[-1]
-    assert tree(spare_of(out)) == SITES[2]
-    # The next build brings that spare up to date, and keeps the site it replaces.
+    assert written.spare is None and not chain.reused[-1]
+    assert not spare_of(out).exists()
+    # With no spare to describe, the next build makes a fresh tree again.
     chain.build(SITES[3])
-    assert chain.reused[-1] and tree(spare_of(out)) == SITES[2]
+    assert not chain.reused[-1] and tree(spare_of(out)) == SITES[2]
 
 
 def test_a_spare_path_that_is_a_file_or_a_link_is_not_reused(tmp_path):
@@ -426,10 +421,10 @@ def test_builds_of_a_b_a_b_match_fresh_builds(tmp_path, revisions):
         for path, data in site.items():
             if before.get(path) == data:
                 assert (out / path).stat().st_ino == inodes[path], path
-        if step == 0:
-            assert tree(tmp_path / ".site.spare") == site  # linked to the first site
-        else:
+        if step >= 1:
+            assert (tmp_path / ".site.spare").is_dir()
             assert tree(tmp_path / ".site.spare") == before
+        if step >= 2:
             assert out.stat().st_ino == spare_folder  # the spare tree, brought up to date
         assert not staging(out)
         before = site
@@ -475,7 +470,7 @@ def test_the_manifest_records_the_spare_as_what_differs_from_the_site(tmp_path):
     chain = Chain(out)
     chain.build(SITES[0])
     manifest().save({}, chain.hashes, chain.spare)
-    assert chain.spare == digests(SITES[0]) and manifest().spare_hashes() == chain.spare
+    assert chain.spare is None and manifest().spare_hashes() is None
     for site in SITES[1:4]:
         written = chain.build(site)
         manifest().save({}, written.hashes, written.spare)
@@ -486,19 +481,55 @@ def test_the_manifest_records_the_spare_as_what_differs_from_the_site(tmp_path):
     assert spare_of(out).is_dir() and manifest().spare_hashes() is None
 
 
-def test_a_spare_that_cannot_be_linked_leaves_no_spare_and_a_whole_site(tmp_path, monkeypatch):
+def test_the_first_rebuild_links_a_spare_early_and_brings_it_up_to_date(tmp_path, revisions, monkeypatch):
+    """After a first build nothing describes a spare: the next build links one to the site
+    while it works, then writes only what changed into it and swaps it in."""
+    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
+    build_into(revisions, 0, out, content, cache)
+    assert not spare_of(out).exists()
+    first = tree(out)
+    linked, link = [], build_module._linked_spare
+
+    def spy(site: Path, hashes):
+        result = link(site, hashes)
+        kept = spare_of(site)
+        linked.append((result, tree(kept), kept.stat().st_ino, {p: (kept / p).stat().st_ino == (site / p).stat().st_ino for p in hashes}))
+        return result
+
+    monkeypatch.setattr(build_module, "_linked_spare", spy)
+    result = build_into(revisions, 1, out, content, cache)
+    (digest_map, linked_tree, folder, same_inodes), = linked
+    assert digest_map == digests(first) and linked_tree == first and all(same_inodes.values())
+    # That very folder, brought up to date, is the site now; the first site is the spare.
+    assert out.stat().st_ino == folder
+    assert tree(spare_of(out)) == first and not staging(out)
+    assert result.written == differing(tree(out), first)
+    # Once a spare is described, no build links another.
+    build_into(revisions, 0, out, content, cache)
+    assert len(linked) == 1
+
+
+def test_no_spare_is_linked_without_a_site_the_manifest_describes(tmp_path, revisions):
+    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
+    assert spare_linking(out, cache) is None
+    build_into(revisions, 0, out, content, cache)
+    (cache / "pages").rename(tmp_path / "pages")
+    assert spare_linking(out, cache) is None
+    (tmp_path / "pages").rename(cache / "pages")
+    assert spare_linking(out, cache).result() == digests(tree(out))
+
+
+def test_a_spare_that_cannot_be_linked_leaves_nothing(tmp_path, monkeypatch):
     out = tmp_path / "site"
+    written = write_site(SITES[0].items(), out)
+    (tmp_path / ".site.spare").mkdir()  # a leftover, replaced
 
     def full(source, target):
         raise OSError(errno.ENOSPC, "No space left on device", target)
 
     monkeypatch.setattr(build_module.os, "link", full)
-    written = write_site(((path, data) for path, data in SITES[0].items()), out)
+    assert build_module._linked_spare(out, written.hashes) is None
     monkeypatch.undo()
-    assert written.spare is None and not spare_of(out).exists()
-    assert tree(out) == SITES[0] and not staging(out)
-    # The next build makes a fresh tree and keeps this site as its spare.
-    chain = Chain(out)
-    chain.site, chain.hashes = SITES[0], written.hashes
-    chain.build(SITES[1])
-    assert not chain.reused[-1] and tree(spare_of(out)) == SITES[0]
+    assert not staging(out) and tree(out) == SITES[0]
+    assert build_module._linked_spare(out, written.hashes) == written.hashes
+    assert tree(spare_of(out)) == SITES[0]
