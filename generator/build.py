@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import fields, replace
 from functools import partial
@@ -89,9 +89,6 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         previous = stamp.previous()
         if previous is not None:
             return previous
-        linking = spare_linking(inputs.out, inputs.cache_dir)
-        if linking is not None:
-            cleanup.callback(linking.result)
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
         entries = group_sites(extraction.sites, extraction.upstream.repo)
         # Related errors, then the search index, need only the entries: made on the other core
@@ -122,10 +119,6 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, blobs)
         unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
-        if linking is not None:
-            # Its tree is the site in `out`, file for file: what `hashes` describes.
-            linked = linking.result()
-            spare = spare if spare is not None else linked
         found = page_excerpts(articles, unchanged, highlighting, jobs)
         # Until the new tree is in place and described, no manifest: a build killed after the
         # swap must not leave one describing the tree before it.
@@ -723,46 +716,6 @@ def write_site(
         _remove_in_background(old)
         return Written(total, written, hashes, None)
     return Written(total, written, hashes, dict(previous))
-
-
-def spare_linking(out: Path, cache_dir: Path) -> Future | None:
-    """When the site in `out` has no spare tree the last build described (the first rebuild
-    after a first build), start making one of links to the site's files, in a thread, while
-    the build does its work in Python: its 27,000 folders take 1 to 5 s, mostly waiting on the
-    disk while the kernel writes back the build before, and the build would otherwise make a
-    new tree of them at the end. The future gives the spare's digests (the site's), or None.
-    None without a described site or when a spare is already there."""
-    record = _read_manifest(_manifest_path(cache_dir, out))
-    files = _files_of(record)
-    if not files or _spare_of(record, out) is not None or not out.is_dir():
-        return None
-    pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(_linked_spare, out.absolute(), files)
-    pool.shutdown(wait=False)
-    return future
-
-
-def _linked_spare(out: Path, hashes: Mapping[str, str]) -> dict[str, str] | None:
-    """A spare tree of links to the files of the site in `out` (`hashes`, by path), made in a
-    tree beside it and renamed into place, replacing whatever stood there. Returns its
-    digests, or None when it could not be made (a staging tree left is cleared next build)."""
-    kept = spare_of(out)
-    try:
-        if os.path.lexists(kept):
-            _discard(kept, out)
-        staging = tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent)
-    except OSError:
-        return None
-    writer = _TreeWriter(staging, str(out), hashes, {})
-    try:
-        for relative in hashes:
-            writer.put(relative, None)
-        os.chmod(staging, 0o755)
-        os.rename(staging, kept)
-    except (OSError, BuildError):
-        shutil.rmtree(staging, ignore_errors=True)
-        return None
-    return dict(hashes)
 
 
 class _TreeWriter:

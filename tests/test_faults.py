@@ -113,14 +113,15 @@ def staging_of(out: Path) -> list[Path]:
     return list(out.parent.glob(f".{out.name}.tmp-*"))
 
 
-@pytest.mark.parametrize("moment", ["extracting", "linking a spare tree", "writing the spare tree", "writing a new tree"])
+@pytest.mark.parametrize("moment", ["extracting", "writing a new tree", "writing the spare tree"])
 def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path, moment) -> None:
     out, cache = tmp_path / "site", tmp_path / "cache"
-    assert build(upstream, 0, out, cache).returncode == 0
-    if moment == "writing a new tree":
-        # Without the page manifest, nothing describes the site: no spare is linked to it.
-        shutil.rmtree(cache / "pages")
-    process = subprocess.Popen(command(upstream, 1, out, cache), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Revisions built before the killed one, and the one it builds.
+    before, target = ((0,), 1) if moment != "writing the spare tree" else ((0, 1), 0)
+    for revision in before:
+        assert build(upstream, revision, out, cache).returncode == 0
+    previous = tree(out)
+    process = subprocess.Popen(command(upstream, target, out, cache), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
 
     def wait_for(happened) -> None:
@@ -131,22 +132,27 @@ def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path
 
     if moment == "extracting":
         time.sleep(0.3)
-    elif moment == "writing the spare tree":
-        # Once the spare linked to the first site is in place, kill when a folder of it changes.
-        wait_for(spare_of(out).is_dir)
-        before = folder_times(spare_of(out))
-        wait_for(lambda: folder_times(spare_of(out)) != before)
-    else:
-        # A tree beside the site, the spare being linked or the new site, has files.
+    elif moment == "writing a new tree":
+        # Once the new tree beside the old one has files.
         wait_for(lambda: any(any(folder.iterdir()) for folder in staging_of(out)))
+    else:
+        # The second build kept the first site as the spare: kill when a folder of it changes.
+        assert spare_of(out).is_dir()
+        times = folder_times(spare_of(out))
+        wait_for(lambda: folder_times(spare_of(out)) != times)
     process.kill()
     process.wait()
     assert process.returncode == -signal.SIGKILL
-    assert tree(out) == sites["0"]
-    # The next build cleans up what the killed one left and writes the new site whole.
-    done = build(upstream, 1, out, cache)
+    assert tree(out) == previous
+    # The next build cleans up what the killed one left and writes the new site whole, as
+    # the same builds give in a folder of their own.
+    done = build(upstream, target, out, cache)
     assert done.returncode == 0, done.stderr
-    assert tree(out) == sites["0>1"]
+    reference = tmp_path / "reference" / "site"
+    reference.parent.mkdir()
+    for revision in (*before, target):
+        assert build(upstream, revision, reference, reference.parent / "cache").returncode == 0
+    assert tree(out) == tree(reference)
     assert not staging_of(out)
 
 

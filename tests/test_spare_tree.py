@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from generator import build as build_module
-from generator.build import PageManifest, Written, build, file_digest, inputs_of, spare_linking, spare_of, write_site
+from generator.build import PageManifest, Written, build, file_digest, inputs_of, spare_of, write_site
 from generator.errors import BuildError
 from generator.model import Upstream
 from generator.render import SiteInfo
@@ -480,56 +480,3 @@ def test_the_manifest_records_the_spare_as_what_differs_from_the_site(tmp_path):
     manifest().save({}, chain.hashes, None)
     assert spare_of(out).is_dir() and manifest().spare_hashes() is None
 
-
-def test_the_first_rebuild_links_a_spare_early_and_brings_it_up_to_date(tmp_path, revisions, monkeypatch):
-    """After a first build nothing describes a spare: the next build links one to the site
-    while it works, then writes only what changed into it and swaps it in."""
-    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
-    build_into(revisions, 0, out, content, cache)
-    assert not spare_of(out).exists()
-    first = tree(out)
-    linked, link = [], build_module._linked_spare
-
-    def spy(site: Path, hashes):
-        result = link(site, hashes)
-        kept = spare_of(site)
-        linked.append((result, tree(kept), kept.stat().st_ino, {p: (kept / p).stat().st_ino == (site / p).stat().st_ino for p in hashes}))
-        return result
-
-    monkeypatch.setattr(build_module, "_linked_spare", spy)
-    result = build_into(revisions, 1, out, content, cache)
-    (digest_map, linked_tree, folder, same_inodes), = linked
-    assert digest_map == digests(first) and linked_tree == first and all(same_inodes.values())
-    # That very folder, brought up to date, is the site now; the first site is the spare.
-    assert out.stat().st_ino == folder
-    assert tree(spare_of(out)) == first and not staging(out)
-    assert result.written == differing(tree(out), first)
-    # Once a spare is described, no build links another.
-    build_into(revisions, 0, out, content, cache)
-    assert len(linked) == 1
-
-
-def test_no_spare_is_linked_without_a_site_the_manifest_describes(tmp_path, revisions):
-    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
-    assert spare_linking(out, cache) is None
-    build_into(revisions, 0, out, content, cache)
-    (cache / "pages").rename(tmp_path / "pages")
-    assert spare_linking(out, cache) is None
-    (tmp_path / "pages").rename(cache / "pages")
-    assert spare_linking(out, cache).result() == digests(tree(out))
-
-
-def test_a_spare_that_cannot_be_linked_leaves_nothing(tmp_path, monkeypatch):
-    out = tmp_path / "site"
-    written = write_site(SITES[0].items(), out)
-    (tmp_path / ".site.spare").mkdir()  # a leftover, replaced
-
-    def full(source, target):
-        raise OSError(errno.ENOSPC, "No space left on device", target)
-
-    monkeypatch.setattr(build_module.os, "link", full)
-    assert build_module._linked_spare(out, written.hashes) is None
-    monkeypatch.undo()
-    assert not staging(out) and tree(out) == SITES[0]
-    assert build_module._linked_spare(out, written.hashes) == written.hashes
-    assert tree(spare_of(out)) == SITES[0]
