@@ -401,7 +401,8 @@ class PageManifest:
     """
 
     def __init__(self, cache_dir: Path, out: Path, info: render.SiteInfo) -> None:
-        self.path = _manifest_path(cache_dir, out)
+        key = hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]
+        self.path = cache_dir / "pages" / f"{key}.json"
         self.out = out
         salt = hashlib.sha256(render.templates_digest().encode())
         salt.update(excerpter_version().encode())
@@ -416,7 +417,11 @@ class PageManifest:
     def _last(self) -> dict:
         """The last build's record, read once; empty when there is none or it is unreadable."""
         if self._record is None:
-            self._record = _read_manifest(self.path)
+            try:
+                record = json.loads(self.path.read_bytes())
+                self._record = record if isinstance(record, dict) else {}
+            except (OSError, ValueError):
+                self._record = {}
         return self._record
 
     def digests(self, articles: tuple[Article, ...], blobs: Mapping[str, str]) -> dict[str, str]:
@@ -446,12 +451,31 @@ class PageManifest:
 
     def file_hashes(self) -> dict[str, str]:
         """The digest of every file the last build wrote into `out`, by path."""
-        return _files_of(self._last())
+        record = self._last()
+        if record.get("file_digest") != FILE_DIGEST:
+            return {}
+        try:
+            return dict(record["files"])
+        except (KeyError, TypeError, ValueError):
+            return {}
 
     def spare_hashes(self) -> dict[str, str] | None:
         """The digest of every file of the spare tree the last build kept (`spare_of`), by path;
         None when there is none, or the folder there is not the one the last build left."""
-        return _spare_of(self._last(), self.out)
+        try:
+            record = self._last()
+            if record.get("file_digest") != FILE_DIGEST:
+                return None
+            files, spare = record["files"], record["spare"]
+            folder = os.stat(spare_of(self.out.absolute()))
+            if spare is None or spare["folder"] != [folder.st_dev, folder.st_ino]:
+                return None
+            hashes = {**files, **spare["differs"]}
+            for path in spare["absent"]:
+                del hashes[path]
+            return hashes
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -471,46 +495,6 @@ class PageManifest:
                 "absent": sorted(hashes.keys() - spare.keys()),
             }
         write_cache(self.path, json.dumps(record, sort_keys=True).encode())
-
-
-def _manifest_path(cache_dir: Path, out: Path) -> Path:
-    return cache_dir / "pages" / f"{hashlib.sha256(str(out.absolute()).encode()).hexdigest()[:16]}.json"
-
-
-def _read_manifest(path: Path) -> dict:
-    try:
-        record = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-def _files_of(record: dict) -> dict[str, str]:
-    """A manifest's digests of the files of the site, by path; empty when unusable."""
-    if record.get("file_digest") != FILE_DIGEST:
-        return {}
-    try:
-        return dict(record["files"])
-    except (KeyError, TypeError, ValueError):
-        return {}
-
-
-def _spare_of(record: dict, out: Path) -> dict[str, str] | None:
-    """A manifest's digests of the files of the spare tree, by path; None when it describes
-    none, or the folder at `spare_of(out)` is not the one it describes."""
-    try:
-        if record.get("file_digest") != FILE_DIGEST:
-            return None
-        files, spare = record["files"], record["spare"]
-        folder = os.stat(spare_of(out.absolute()))
-        if spare is None or spare["folder"] != [folder.st_dev, folder.st_ino]:
-            return None
-        hashes = {**files, **spare["differs"]}
-        for path in spare["absent"]:
-            del hashes[path]
-        return hashes
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 # Every field of an article but those read from its sites (see `PageManifest`).

@@ -82,7 +82,7 @@ class OneMatchPerToken:
 
 
 class QuickPythonLexer(OneMatchPerToken, PythonLexer):
-    """Pygments' Python lexer, two to three times faster on snippets."""
+    """Pygments' Python lexer, about twice as fast on snippets (best of five runs, 1,800 real ones)."""
 
 
 _GLOBAL_FLAGS = re.compile(r"\(\?([aiLmsux]+)\)")
@@ -155,6 +155,8 @@ def _lexer() -> QuickPythonLexer:
     """Made on first use: joining its rules takes a fifth of a second, which a rebuild that
     highlights nothing in this process would pay for nothing."""
     return QuickPythonLexer(stripnl=False, ensurenl=False)
+
+
 _FORMATTER = HtmlFormatter(nowrap=True)
 # Tokens both site themes (render.pygments_css) show in the code's own text colour, so a span
 # for each would only add bytes: most tokens of Python are names and punctuation, and pages
