@@ -226,15 +226,14 @@ class GitSource(Source):
         except (git.BadName, ValueError, git.GitCommandError) as error:
             raise SourceError(f"git:{location}@{revision}: no such revision ({_first_line(error)})") from None
         root = config.package_root
+        # One `git ls-tree` call: walking the tree object by object in Python costs 0.3 s.
+        listing = self._repo.git.ls_tree("-r", "-z", "--full-tree", commit.hexsha, "--", root.rstrip("/") or ".")
         files = []
-        try:
-            tree = commit.tree / root.rstrip("/")
-        except KeyError:
-            tree = None
-        if tree is not None:
-            for item in tree.traverse():
-                if item.type == "blob" and item.path.endswith(".py"):
-                    files.append(SourceFile(item.path, item.hexsha))
+        for line in listing.split("\0"):
+            info, _, path = line.partition("\t")
+            mode_type_sha = info.split()
+            if len(mode_type_sha) == 3 and mode_type_sha[1] == "blob" and path.endswith(".py") and path.startswith(root):
+                files.append(SourceFile(path, mode_type_sha[2]))
         if not files:
             raise SourceError(f"git:{location}@{revision}: no Python files under {root}")
         self._files = tuple(sorted(files, key=lambda f: f.path))
