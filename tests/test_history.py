@@ -201,13 +201,14 @@ def test_ledger_round_trips_through_small_sorted_files(history, tmp_path):
 def test_a_broken_ledger_line_is_reported_with_file_and_line(tmp_path):
     folder = tmp_path / "ledger"
     folder.mkdir()
-    (folder / "a.jsonl").write_text('{"id": "a1"}\nnot json\n')
+    (folder / "a.jsonl").write_text('{"id": "a1"}\nnot json\n\n{"id": "a2"} {"id": "a3"}\n')
     with pytest.raises(ContentError) as error:
         load_ledger(tmp_path)
     lines = str(error.value).splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert lines[0].startswith(f"{folder / 'a.jsonl'}:1: ledger record:")
-    assert lines[1].startswith(f"{folder / 'a.jsonl'}:2: ledger record:")
+    assert lines[1] == f"{folder / 'a.jsonl'}:2: ledger record: not valid JSON at column 1"
+    assert lines[2] == f"{folder / 'a.jsonl'}:4: ledger record: extra data at column 13"
 
 
 def test_compare_and_the_diff_command(history, tmp_path, capsys):
