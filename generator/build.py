@@ -38,6 +38,7 @@ from generator.highlight import Excerpts, Highlighting, excerpter_version, excer
 from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord, Problem, Upstream, group_sites, record
 from generator.pipeline import extract_upstream, extractor_version
 from generator.progress import Progress
+from generator.spare import make_later as make_spare_later, spare_of, wait as wait_for_spare
 from generator.upstream import Source, open_source
 
 
@@ -128,6 +129,9 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage, search, shared, found)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
+        if written.spare is None:
+            # Made after this build, for the next one: see `generator.spare`.
+            make_spare_later(inputs.out, manifest.path)
         history.save_history(inputs.content, past, extraction.upstream)
         result = BuildResult(
             out=inputs.out,
@@ -461,7 +465,10 @@ class PageManifest:
 
     def spare_hashes(self) -> dict[str, str] | None:
         """The digest of every file of the spare tree the last build kept (`spare_of`), by path;
-        None when there is none, or the folder there is not the one the last build left."""
+        None when there is none, or the folder there is not the one the last build left. Waits
+        for a spare still being made (`generator.spare`), then reads its description anew."""
+        wait_for_spare(self.out)
+        self._record = None
         try:
             record = self._last()
             if record.get("file_digest") != FILE_DIGEST:
@@ -619,12 +626,6 @@ class Written:
     spare: dict[str, str] | None
 
 
-def spare_of(out: Path) -> Path:
-    """The site before the current one, kept beside `out` to be brought up to date by the next
-    build instead of making a new tree: `.<out>.spare`."""
-    return out.parent / f".{out.name}.spare"
-
-
 def write_site(
     files: Iterable[tuple[str, bytes | None]],
     out: Path,
@@ -644,6 +645,7 @@ def write_site(
     `previous`, telling an unchanged file costs a read of the old one.
     """
     out = out.absolute()
+    wait_for_spare(out)
     # Leftovers of a build that was killed: never part of any site.
     for stale in [*out.parent.glob(f".{out.name}.tmp-*"), *out.parent.glob(f".{out.name}.old-*")]:
         shutil.rmtree(stale, ignore_errors=True)

@@ -11,6 +11,7 @@ Everything runs on small trees in `tmp_path`: no SGLang download.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 from pathlib import Path
@@ -22,6 +23,8 @@ from generator.build import PageManifest, Written, build, file_digest, inputs_of
 from generator.errors import BuildError
 from generator.model import Upstream
 from generator.render import SiteInfo
+from generator.spare import link_spare
+from generator.spare import wait as wait_for_spare
 from tests.conftest import make_repo
 from tests.test_build import CODE, config
 
@@ -410,6 +413,7 @@ def test_builds_of_a_b_a_b_match_fresh_builds(tmp_path, revisions):
         reference = tmp_path / f"fresh{step}"
         shutil.copytree(content, reference / "content")
         inodes = {path: (out / path).stat().st_ino for path in before}
+        wait_for_spare(out)
         spare_folder = spare_of(out).stat().st_ino if spare_of(out).is_dir() else None
         result = build_into(revisions, revision, out, content, cache)
         build_into(revisions, revision, reference / "site", reference / "content", tmp_path / "fresh-cache")
@@ -424,8 +428,11 @@ def test_builds_of_a_b_a_b_match_fresh_builds(tmp_path, revisions):
         if step >= 1:
             assert (tmp_path / ".site.spare").is_dir()
             assert tree(tmp_path / ".site.spare") == before
-        if step >= 2:
-            assert out.stat().st_ino == spare_folder  # the spare tree, brought up to date
+        if step >= 1:
+            # The spare tree, brought up to date: after the first build, the one the spare
+            # process linked (`generator.spare`).
+            assert out.stat().st_ino == spare_folder
+        wait_for_spare(out)
         assert not staging(out)
         before = site
     # The revisions differ, so each step really changed pages.
@@ -480,3 +487,80 @@ def test_the_manifest_records_the_spare_as_what_differs_from_the_site(tmp_path):
     manifest().save({}, chain.hashes, None)
     assert spare_of(out).is_dir() and manifest().spare_hashes() is None
 
+
+
+# -- The spare process (`generator.spare`) -----------------------------------------------------------
+
+
+def manifest_of(cache: Path, out: Path, result) -> PageManifest:
+    return PageManifest(cache, out, SiteInfo(result.upstream, config().base_url, config().report_url))
+
+
+def test_a_first_build_leaves_a_spare_linked_to_its_site_for_the_next_build(tmp_path, revisions):
+    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
+    result = build_into(revisions, 0, out, content, cache)
+    wait_for_spare(out)
+    kept = spare_of(out)
+    assert tree(kept) == tree(out)
+    for path in tree(out):
+        assert (kept / path).stat().st_ino == (out / path).stat().st_ino, path
+    assert manifest_of(cache, out, result).spare_hashes() == digests(tree(out))
+    folder = kept.stat().st_ino
+    # The same revision built fresh, from the content folder as it is now (its ledger).
+    fresh = tmp_path / "fresh"
+    shutil.copytree(content, fresh / "content")
+    build_into(revisions, 1, out, content, cache)
+    assert out.stat().st_ino == folder
+    build_into(revisions, 1, fresh / "site", fresh / "content", fresh / "cache")
+    assert tree(out) == tree(fresh / "site")
+
+
+def test_a_build_waits_for_a_spare_still_being_linked(tmp_path, revisions):
+    import fcntl
+    import threading
+
+    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
+    build_into(revisions, 0, out, content, cache)
+    wait_for_spare(out)
+    # This test holds the lock, as the spare process does while it links.
+    with open(tmp_path / ".site.spare.lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = []
+        rebuild = threading.Thread(target=lambda: done.append(build_into(revisions, 1, out, content, cache)))
+        rebuild.start()
+        rebuild.join(timeout=1.5)
+        assert rebuild.is_alive() and not done
+        assert tree(out) == tree(spare_of(out))  # neither swapped nor written into
+    rebuild.join(timeout=60)
+    assert done and done[0].files == len(tree(out))
+
+
+def test_a_spare_process_that_fails_leaves_nothing_a_build_trusts(tmp_path, revisions, monkeypatch):
+    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
+    result = build_into(revisions, 0, out, content, cache)
+    wait_for_spare(out)
+    shutil.rmtree(spare_of(out))
+    manifest = manifest_of(cache, out, result)
+    record = json.loads(manifest.path.read_bytes())
+    record["spare"] = None
+    manifest.path.write_text(json.dumps(record))
+    links = []
+
+    def failing_link(source, target):
+        if len(links) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", target)
+        links.append(target)
+        os.link(source, target)
+
+    monkeypatch.setattr("generator.spare.os.link", failing_link)
+    assert link_spare(out.absolute(), manifest.path) is False
+    monkeypatch.undo()
+    assert not spare_of(out).exists() and not staging(out)
+    assert json.loads(manifest.path.read_bytes())["spare"] is None
+    # One killed halfway leaves its half tree at a staging name, and no description.
+    half = tmp_path / ".site.tmp-killed"
+    shutil.copytree(out / "errors", half / "errors")
+    assert manifest_of(cache, out, result).spare_hashes() is None
+    build_into(revisions, 1, out, content, cache)
+    assert not half.exists() and tree(spare_of(out))
+    assert link_spare(out.absolute(), manifest.path) is False  # a spare is there: left alone
