@@ -127,8 +127,8 @@ class Site:
     @property
     def key(self) -> str:
         """The id key: the template key, or a location key for sites without literal text."""
-        if self.message is not None:
-            assert self.template is not None
+        # Whether there is a message, without joining its text: 28,000 sites on every build.
+        if self.template is not None and self.template.has_literal:
             return self.template.key
         key = f"@{self.path}:{self.function}:{self.ordinal}"
         if self.kind == "assert":

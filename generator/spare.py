@@ -113,7 +113,8 @@ def link_spare(out: Path, manifest: Path) -> bool:
 if __name__ == "__main__":
     out_arg, manifest_arg, descriptor = sys.argv[1:4]
     try:
-        os.nice(5)
+        # Upkeep for a later build: any build running now comes first.
+        os.nice(19)
         link_spare(Path(out_arg), Path(manifest_arg))
     finally:
         os.close(int(descriptor))
