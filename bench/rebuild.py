@@ -4,9 +4,10 @@ cold build of the commit before it, both from a local git repository.
     python bench/rebuild.py [--release 0.5.23]
 
 Makes a git repository holding the release's tree (from the package index, as in the tests),
-then a commit that adds a new check to 10 files. Builds the first commit cold (empty cache,
-empty output, a copy of content/), then the second with the cache warm. Issue #3 sets: the
-rebuild at most 10% of the cold build and under 15 s on these 2-core machines.
+then commits that each add a new check to 10 files. Builds the first commit cold (empty cache,
+empty output, a copy of content/), then the second with the cache warm, which issue #3 sets at
+most 10% of the cold build and under 15 s on these 2-core machines; then the third, as any
+later rebuild runs.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
-def make_history(release: str, repo: Path) -> tuple[str, str]:
+def make_history(release: str, repo: Path, edits: int = 1) -> list[str]:
+    """A repository holding the release's tree, then `edits` commits that each add a new check
+    to 10 files (other files each time); the sha of every commit, oldest first."""
     source = open_source(f"pypi:sglang=={release}", Config(), Config().cache_dir)
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     files = source.files()
@@ -50,13 +53,15 @@ def make_history(release: str, repo: Path) -> tuple[str, str]:
         target.write_bytes(source.read(file))
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", f"v{release}")
-    first = git(repo, "rev-parse", "HEAD")
+    shas = [git(repo, "rev-parse", "HEAD")]
     step = len(files) // 10
-    for n, file in enumerate(files[::step][:10]):
-        with (repo / file.path).open("a") as handle:
-            handle.write(EDIT.format(n=n))
-    git(repo, "commit", "-qam", "edit 10 files")
-    return first, git(repo, "rev-parse", "HEAD")
+    for edit in range(edits):
+        for n, file in enumerate(files[edit::step][:10]):
+            with (repo / file.path).open("a") as handle:
+                handle.write(EDIT.format(n=f"{edit}_{n}"))
+        git(repo, "commit", "-qam", f"edit 10 files ({edit + 1})")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return shas
 
 
 def run_build(repo: Path, revision: str, scratch: Path) -> tuple[float, str]:
@@ -79,16 +84,21 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="errorkb-rebuild-") as scratch:
         scratch = Path(scratch)
-        first, second = make_history(options.release, scratch / "repo")
+        first, second, third = make_history(options.release, scratch / "repo", edits=2)
         shutil.copytree(ROOT / "content", scratch / "content")
         shutil.rmtree(scratch / "content" / "ledger", ignore_errors=True)
         (scratch / "content" / "upstream.json").unlink(missing_ok=True)
         cold, summary = run_build(scratch / "repo", first, scratch)
         print(f"cold build at v{options.release}:      {cold:7.2f} s   {summary}")
+        # At once, as the issue's measure: the spare tree the cold build leaves is still being
+        # linked (`generator.spare`) when this build starts.
         warm, summary = run_build(scratch / "repo", second, scratch)
         print(f"rebuild after a 10-file commit: {warm:7.2f} s   {summary}")
         print(f"ratio: {warm / cold:.1%} of the cold build (target <= 10%, and under 15 s)")
-
+        # Any later rebuild: the site before is the spare, nothing runs beside the build.
+        later, summary = run_build(scratch / "repo", third, scratch)
+        print(f"next rebuild, 10 other files:   {later:7.2f} s   {summary}")
+        print(f"ratio: {later / cold:.1%} of the cold build")
 
 if __name__ == "__main__":
     main()
