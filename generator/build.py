@@ -97,7 +97,7 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
         # meanwhile. One after the other: at once, on two cores, they would slow this one too.
         blobs = {file.path: file.blob_sha for file in extraction.files}
         related, search = in_background(
-            [partial(cached_related, entries, inputs.cache_dir, blobs), partial(search_files, entries, extraction.upstream.repo)],
+            [partial(cached_related, entries, inputs.cache_dir, blobs), partial(search_files, entries, extraction.upstream.repo, inputs.cache_dir, blobs)],
             jobs,
             len(entries),
         )
@@ -262,10 +262,7 @@ def cached_values(
     build did not see: the values stay in the cache by key, under a digest of the `code` that
     computes them (module files, and version strings such as `extractor_version`). Keys are
     hashable records of everything else the value is computed from."""
-    digest = hashlib.sha256(repr(sys.version_info[:2]).encode())
-    for part in code:
-        digest.update(Path(part).read_bytes() if part.endswith(".py") else part.encode())
-    path = cache_dir / name / f"{digest.hexdigest()[:32]}.pickle"
+    path = cache_dir / name / f"{code_digest(code)}.pickle"
     known = read_cache(path, dict) or {}
     missing = [error for error, key in keys.items() if key not in known]
     fresh = compute(missing) if missing else {}
@@ -277,6 +274,15 @@ def cached_values(
     if missing or len(used) != len(known):
         write_cache(path, pickle.dumps(used, protocol=5))
     return values
+
+
+def code_digest(code: Iterable[str]) -> str:
+    """A digest of the Python version and the `code` a cached value is made by: module files,
+    and version strings such as `extractor_version`."""
+    digest = hashlib.sha256(repr(sys.version_info[:2]).encode())
+    for part in code:
+        digest.update(Path(part).read_bytes() if part.endswith(".py") else part.encode())
+    return digest.hexdigest()[:32]
 
 
 def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, str | None]:
@@ -400,11 +406,23 @@ class PageMemo:
             write_cache(self.path, pickle.dumps(self.used, protocol=5))
 
 
-def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> list[tuple[str, bytes]]:
-    """The search index's files, sorted by path."""
-    from generator.search import search_files as make_search_files
+def search_files(
+    entries: tuple[ErrorEntry, ...], repo: str, cache_dir: Path | None = None, blobs: Mapping[str, str] | None = None
+) -> list[tuple[str, bytes]]:
+    """The search index's files, sorted by path. With `cache_dir` and the entries' `blobs`
+    (path -> blob sha), the index's state stays in the cache between builds, and only the
+    errors with a site in a changed file are indexed again (`search.IndexState`)."""
+    from generator import search
 
-    return sorted(make_search_files(entries, repo).items())
+    if cache_dir is None or blobs is None:
+        return sorted(search.search_files(entries, repo).items())
+    path = cache_dir / "search" / f"state-{code_digest([search.__file__, model.__file__, extractor_version()])}.pickle"
+    state = read_cache(path, search.IndexState)
+    if state is None or state.repo != repo:
+        state = search.IndexState(repo)
+    files = state.update(entries, blobs)
+    write_cache(path, pickle.dumps(state, protocol=5))
+    return sorted(files.items())
 
 
 class PageManifest:

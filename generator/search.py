@@ -27,7 +27,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -340,95 +340,282 @@ def site_signature(site: Site) -> str:
     return "raise" + (site.exception or "")
 
 
-def index_documents(entries: Iterable[ErrorEntry], repo: str) -> dict[str, Any]:
-    """Every search file as JSON data, keyed by its path relative to the site root."""
-    ordered = sorted(entries, key=lambda e: e.id)
-    matchers = [matcher_of(entry) for entry in ordered]
-    documents = [document_tokens(entry) for entry in ordered]
-    count = len(ordered)
-    lengths = [len(words) for words in documents]
-    # Rounded, so one new error does not nudge weights across every shard.
-    average = round(sum(lengths) / count, 1) if count else 1.0
-
-    # Flat: id, score, id, score... as the index stores them.
-    postings: dict[str, list[str | int]] = {}
-    for entry, words, length in zip(ordered, documents, lengths):
-        frequency: dict[str, int] = {}
-        for word in words:
-            frequency[word] = frequency.get(word, 0) + 1
-        norm = K1 * (1 - B + B * length / (average or 1.0))
-        for word, tf in frequency.items():
-            postings.setdefault(word, []).extend((entry.id, round(100 * tf * (K1 + 1) / (tf + norm))))
-    stop = max(50, int(STOP_SHARE * count))
-
-    anchor_counts: dict[str, int] = {}
-    for matcher in matchers:
-        for word in matcher.anchors if matcher else ():
-            anchor_counts[word] = anchor_counts.get(word, 0) + 1
-
-    shards: list[dict[str, Any]] = [{"postings": {}, "templates": []} for _ in range(TOKEN_BUCKETS + 1)]
-    for word, found in postings.items():
-        if len(found) <= 2 * stop:
-            shards[bucket(word, TOKEN_BUCKETS)]["postings"][word] = found
-    for entry, matcher in zip(ordered, matchers):
-        if matcher is None:
-            continue
-        # The rarest safe word decides the shard, so shards stay even and few templates load.
-        anchor = min(matcher.anchors, key=lambda w: (anchor_counts[w], matcher.anchors.index(w)), default=None)
-        where = TOKEN_BUCKETS if anchor is None else bucket(anchor, TOKEN_BUCKETS)
-        shards[where]["templates"].append(
-            [entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)]
-        )
-
-    files: list[dict[str, list]] = [{} for _ in range(FILE_BUCKETS)]
-    for entry in ordered:
-        for site in entry.sites:
-            function = site.function.rsplit(".", 1)[-1]
-            shard = files[bucket(path_key(site.path), FILE_BUCKETS)]
-            shard.setdefault(site.path, []).append([entry.id, function, site.line, site.end_line, site_signature(site)])
-
-    titles: list[dict[str, list]] = [{} for _ in range(ENTRY_BUCKETS)]
-    for entry in ordered:
-        titles[bucket(entry.id, ENTRY_BUCKETS)][entry.id] = [
-            entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)
-        ]
-
-    documents_out: dict[str, Any] = {
-        f"{INDEX_DIR}/manifest.json": {
-            "version": INDEX_VERSION,
-            "repo": repo,
-            "entries": count,
-            "token_buckets": TOKEN_BUCKETS,
-            "file_buckets": FILE_BUCKETS,
-            "entry_buckets": ENTRY_BUCKETS,
-            "k1": K1,
-            "b": B,
-            "word_candidates": WORD_CANDIDATES,
-            "min_score": MIN_SCORE,
-            "named_exception": NAMED_EXCEPTION,
-            "confident_share": CONFIDENT_SHARE,
-            "confident_literal": CONFIDENT_LITERAL,
-            "confident_start": CONFIDENT_START,
-        }
-    }
-    for number, shard in enumerate(shards):
-        name = "none" if number == TOKEN_BUCKETS else str(number)
-        documents_out[f"{INDEX_DIR}/t/{name}.json"] = shard
-    for number, shard in enumerate(files):
-        documents_out[f"{INDEX_DIR}/f/{number}.json"] = shard
-    for number, shard in enumerate(titles):
-        documents_out[f"{INDEX_DIR}/e/{number}.json"] = shard
-    return documents_out
-
-
-def search_files(entries: tuple[ErrorEntry, ...], repo: str) -> dict[str, bytes]:
+def search_files(entries: Iterable[ErrorEntry], repo: str) -> dict[str, bytes]:
     """The search index as files relative to the site root (`search/...json`), compact UTF-8
     JSON with sorted keys, so two builds give identical bytes."""
-    return {path: encode(data) for path, data in index_documents(entries, repo).items()}
+    return IndexState(repo).update(tuple(entries), None)
 
 
 def encode(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    return (_json(data) + "\n").encode()
+
+
+# One encoder for every row, since `json.dumps` with options makes a new one each call; and
+# strings quoted as it quotes them, in C.
+_json = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+_quote = json.encoder.encode_basestring
+
+
+class IndexState:
+    """The search index with what it was made from, kept between builds so that the next
+    revision's index is made by taking out and putting in only the errors whose files changed
+    (`update` with the blob shas): the same files as made from scratch, for the work of a few
+    errors instead of 27,000, and only the shards those errors fall in are encoded again.
+
+    Everything an error adds is stored by its id: its postings (scored by a rounded average
+    document length, so that one error does not change the others' scores; if the average
+    moves all the same, the index is made again), its template row in the shard of its rarest
+    anchor (an error whose anchors' counts moved may change shard), its sites' rows and its
+    title. Postings over the stop share are kept and left out of the files only, so a change of
+    the error count re-encodes the shards of the words it moves across the line.
+
+    Rows are kept as the JSON text they are written as, and an error's words, anchors and
+    paths as one string each: the state is read and written on every build, and a string
+    costs pickle a fraction of a list of strings."""
+
+    def __init__(self, repo: str) -> None:
+        self.repo = repo
+        self.blobs: dict[str, str] | None = None
+        # id -> (its words, document length, its anchors or None without a template, its paths
+        # joined by NUL); words are letters and digits, so they are joined by spaces.
+        self.docs: dict[str, tuple[str, int, str | None, str]] = {}
+        self.total = 0
+        self.average = 1.0
+        self.stop = 0
+        # Each word's postings as the text of its flat list (`"id",score,...`, by id), and
+        # how many errors it is in; those an update changes are opened into `_opened` for it.
+        self.postings: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self._opened: dict[str, dict[str, int]] = {}
+        self.words: list[set[str]] = [set() for _ in range(TOKEN_BUCKETS)]
+        self.anchor_counts: dict[str, int] = {}
+        self.anchor_users: dict[str, set[str]] = {}
+        self.where: dict[str, int] = {}
+        # By shard and id: a template row; the rows of an error's sites in a file, by path;
+        # `"id":row` for titles.
+        self.templates: list[dict[str, str]] = [{} for _ in range(TOKEN_BUCKETS + 1)]
+        self.sites: list[dict[str, dict[str, str]]] = [{} for _ in range(FILE_BUCKETS)]
+        self.titles: list[dict[str, str]] = [{} for _ in range(ENTRY_BUCKETS)]
+        self.files: dict[str, bytes] = {}
+
+    def update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, bytes]:
+        """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
+        the entries were extracted from. With the blobs of the last update, only the errors
+        with a site in a file whose blob changed are taken out and put in again, since an
+        error is made from its sites alone; without (None), everything is made again."""
+        changed = self._changed(entries, blobs) if blobs is not None and self.blobs is not None else None
+        self.blobs = dict(blobs) if blobs is not None else None
+        if changed is None:
+            return self._remake(entries)
+        put = [entry for entry in entries if entry.id in changed]
+        taken = [error for error in changed if error in self.docs]
+        documents = {entry.id: document_tokens(entry) for entry in put}
+        count = len(entries)
+        total = self.total - sum(self.docs[error][1] for error in taken) + sum(map(len, documents.values()))
+        if _average(total, count) != self.average:
+            return self._remake(entries)
+        touched = _Touched()
+        for error in taken:
+            self._take(error, touched)
+        self._put(put, documents, touched)
+        self._close()
+        self._restop(_stop(count), touched)
+        return self._encode(count, touched)
+
+    def _changed(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str]) -> set[str]:
+        before = self.blobs or {}
+        paths = {path for path in before.keys() | blobs.keys() if before.get(path) != blobs.get(path)}
+        changed = {error for error, (*_, places) in self.docs.items() if not paths.isdisjoint(places.split("\0"))}
+        ids = set()
+        for entry in entries:
+            ids.add(entry.id)
+            if entry.id not in self.docs or any(site.path in paths for site in entry.sites):
+                changed.add(entry.id)
+        return changed | (self.docs.keys() - ids)
+
+    def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
+        blobs = self.blobs
+        self.__init__(self.repo)
+        self.blobs = blobs
+        ordered = sorted(entries, key=lambda e: e.id)
+        documents = {entry.id: document_tokens(entry) for entry in ordered}
+        self.total = sum(map(len, documents.values()))
+        self.average = _average(self.total, len(ordered))
+        self.stop = _stop(len(ordered))
+        touched = _Touched()
+        self._put(ordered, documents, touched)
+        self._close()
+        touched.tokens.update(range(TOKEN_BUCKETS + 1))
+        touched.files.update(range(FILE_BUCKETS))
+        touched.titles.update(range(ENTRY_BUCKETS))
+        return self._encode(len(ordered), touched)
+
+    def _take(self, error: str, touched: _Touched) -> None:
+        words, length, anchors, places = self.docs.pop(error)
+        self.total -= length
+        for word in words.split():
+            del self._open(word)[error]
+            touched.words.add(word)
+        if anchors is not None:
+            for word in anchors.split():
+                self.anchor_counts[word] -= 1
+                self.anchor_users[word].discard(error)
+                touched.anchors.add(word)
+                if not self.anchor_counts[word]:
+                    del self.anchor_counts[word], self.anchor_users[word]
+            where = self.where.pop(error)
+            del self.templates[where][error]
+            touched.tokens.add(where)
+        for path in places.split("\0"):
+            number = bucket(path_key(path), FILE_BUCKETS)
+            rows = self.sites[number][path]
+            del rows[error]
+            if not rows:
+                del self.sites[number][path]
+            touched.files.add(number)
+        number = bucket(error, ENTRY_BUCKETS)
+        del self.titles[number][error]
+        touched.titles.add(number)
+
+    def _put(self, entries: list[ErrorEntry], documents: Mapping[str, list[str]], touched: _Touched) -> None:
+        """Put `entries` in; `self.total` already counts their words."""
+        rows: dict[str, str] = {}
+        for entry in entries:
+            words = documents[entry.id]
+            frequency: dict[str, int] = {}
+            for word in words:
+                frequency[word] = frequency.get(word, 0) + 1
+            norm = K1 * (1 - B + B * len(words) / (self.average or 1.0))
+            for word, tf in frequency.items():
+                self._open(word)[entry.id] = round(100 * tf * (K1 + 1) / (tf + norm))
+            touched.words.update(frequency)
+            matcher = matcher_of(entry)
+            anchors = None
+            if matcher is not None:
+                anchors = matcher.anchors
+                for word in anchors:
+                    self.anchor_counts[word] = self.anchor_counts.get(word, 0) + 1
+                    self.anchor_users.setdefault(word, set()).add(entry.id)
+                touched.anchors.update(anchors)
+                rows[entry.id] = _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+            by_path: dict[str, list[str]] = {}
+            for site in entry.sites:
+                function = site.function.rsplit(".", 1)[-1]
+                by_path.setdefault(site.path, []).append(_json([entry.id, function, site.line, site.end_line, site_signature(site)]))
+            for path, found in by_path.items():
+                number = bucket(path_key(path), FILE_BUCKETS)
+                self.sites[number].setdefault(path, {})[entry.id] = ",".join(found)
+                touched.files.add(number)
+            number = bucket(entry.id, ENTRY_BUCKETS)
+            title = [entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)]
+            self.titles[number][entry.id] = f"{_quote(entry.id)}:{_json(title)}"
+            touched.titles.add(number)
+            self.docs[entry.id] = (" ".join(frequency), len(words), None if anchors is None else " ".join(anchors), "\0".join(by_path))
+        # The rarest anchor decides a template's shard, so shards stay even and few templates
+        # load: placed once every count is known, and moved if an anchor's count changed it.
+        choose = set(rows)
+        for word in touched.anchors:
+            choose.update(self.anchor_users.get(word, ()))
+        for error in sorted(choose):
+            anchors = self.docs[error][2].split()
+            anchor = min(anchors, key=lambda w: (self.anchor_counts[w], anchors.index(w)), default=None)
+            where = TOKEN_BUCKETS if anchor is None else bucket(anchor, TOKEN_BUCKETS)
+            before = self.where.get(error)
+            if error in rows:
+                self.templates[where][error] = rows[error]
+            elif before != where:
+                self.templates[where][error] = self.templates[before].pop(error)
+                touched.tokens.add(before)
+            else:
+                continue
+            self.where[error] = where
+            touched.tokens.add(where)
+
+    def _open(self, word: str) -> dict[str, int]:
+        found = self._opened.get(word)
+        if found is None:
+            text = self.postings.get(word)
+            flat = json.loads(f"[{text}]") if text else []
+            found = self._opened[word] = dict(zip(flat[::2], flat[1::2]))
+        return found
+
+    def _close(self) -> None:
+        """The opened postings back to text; words in no error left out."""
+        for word, found in self._opened.items():
+            if found:
+                self.postings[word] = ",".join(f"{_quote(error)},{found[error]}" for error in sorted(found))
+                self.counts[word] = len(found)
+                self.words[bucket(word, TOKEN_BUCKETS)].add(word)
+            elif word in self.postings:
+                del self.postings[word], self.counts[word]
+                self.words[bucket(word, TOKEN_BUCKETS)].discard(word)
+        self._opened = {}
+
+    def _restop(self, stop: int, touched: _Touched) -> None:
+        """Words in more than `stop` errors are left out of the shards: a new line moves some."""
+        if stop != self.stop:
+            low, high = sorted((stop, self.stop))
+            touched.words.update(word for word, count in self.counts.items() if low < count <= high)
+            self.stop = stop
+
+    def _encode(self, count: int, touched: _Touched) -> dict[str, bytes]:
+        touched.tokens.update(bucket(word, TOKEN_BUCKETS) for word in touched.words)
+        for number in touched.tokens:
+            words = sorted(self.words[number]) if number < TOKEN_BUCKETS else ()
+            postings = ",".join(f"{_quote(word)}:[{self.postings[word]}]" for word in words if self.counts[word] <= self.stop)
+            rows = self.templates[number]
+            name = "none" if number == TOKEN_BUCKETS else str(number)
+            # What `encode` makes of {"postings": ..., "templates": [...]}, from text kept.
+            text = f'{{"postings":{{{postings}}},"templates":[{",".join(rows[e] for e in sorted(rows))}]}}\n'
+            self.files[f"{INDEX_DIR}/t/{name}.json"] = text.encode()
+        for number in touched.files:
+            shard = self.sites[number]
+            paths = (f"{_quote(path)}:[{','.join(rows[e] for e in sorted(rows))}]" for path, rows in sorted(shard.items()))
+            self.files[f"{INDEX_DIR}/f/{number}.json"] = f"{{{','.join(paths)}}}\n".encode()
+        for number in touched.titles:
+            titles = self.titles[number]
+            self.files[f"{INDEX_DIR}/e/{number}.json"] = f"{{{','.join(titles[e] for e in sorted(titles))}}}\n".encode()
+        self.files[f"{INDEX_DIR}/manifest.json"] = encode(
+            {
+                "version": INDEX_VERSION,
+                "repo": self.repo,
+                "entries": count,
+                "token_buckets": TOKEN_BUCKETS,
+                "file_buckets": FILE_BUCKETS,
+                "entry_buckets": ENTRY_BUCKETS,
+                "k1": K1,
+                "b": B,
+                "word_candidates": WORD_CANDIDATES,
+                "min_score": MIN_SCORE,
+                "named_exception": NAMED_EXCEPTION,
+                "confident_share": CONFIDENT_SHARE,
+                "confident_literal": CONFIDENT_LITERAL,
+                "confident_start": CONFIDENT_START,
+            }
+        )
+        return dict(self.files)
+
+
+class _Touched:
+    """What an update changed: words whose postings changed, anchors whose counts changed, and
+    the token, file and entry shards to encode again."""
+
+    def __init__(self) -> None:
+        self.words: set[str] = set()
+        self.anchors: set[str] = set()
+        self.tokens: set[int] = set()
+        self.files: set[int] = set()
+        self.titles: set[int] = set()
+
+
+def _stop(count: int) -> int:
+    """The most errors a word may be in and still be written to its shard."""
+    return max(50, int(STOP_SHARE * count))
+
+
+def _average(total: int, count: int) -> float:
+    # Rounded, so one new error does not nudge weights across every shard.
+    return round(total / count, 1) if count else 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,8 +649,8 @@ class SearchIndex:
     @classmethod
     def of_entries(cls, entries: Iterable[ErrorEntry], repo: str) -> SearchIndex:
         """An index built in memory from entries (a lookup straight from a source)."""
-        documents = index_documents(entries, repo)
-        return cls(lambda path: documents[path])
+        files = search_files(entries, repo)
+        return cls(lambda path: json.loads(files[path]))
 
     @classmethod
     def of_site(cls, root: Path) -> SearchIndex:

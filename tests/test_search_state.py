@@ -1,0 +1,150 @@
+"""The search index kept between builds (`search.IndexState`): after an upstream change it takes
+out and puts in only the errors of the files whose blobs changed, and its files are byte for
+byte those of an index made from scratch, whatever the change did to counts, stop words and
+shards."""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+
+import pytest
+
+from generator import search
+from generator.extract import extract_source
+from generator.model import ErrorEntry, group_sites
+from generator.search import IndexState, search_files
+
+REPO = "sgl-project/sglang"
+
+
+def tree(files: dict[str, str]) -> tuple[tuple[ErrorEntry, ...], dict[str, str]]:
+    """The entries of `files` (path -> source) and their blob shas."""
+    sites = []
+    for path, source in files.items():
+        sites.extend(extract_source(textwrap.dedent(source).encode(), path))
+    blobs = {path: hashlib.sha1(source.encode()).hexdigest() for path, source in files.items()}
+    return group_sites(tuple(sites), REPO), blobs
+
+
+FIRST = {
+    "python/sglang/srt/a.py": """
+        def load(cache_size, dtype):
+            if cache_size < 0:
+                raise ValueError(f"kv cache size must be positive, got {cache_size}")
+            if dtype not in ("fp8", "bf16"):
+                raise ValueError(f"unsupported kv cache dtype {dtype}")
+            assert cache_size % 16 == 0, "kv cache size must be a multiple of 16"
+    """,
+    "python/sglang/srt/b.py": """
+        class Runner:
+            def start(self, port):
+                if port is None:
+                    raise RuntimeError("port must be set before the runner starts")
+                raise NotImplementedError(f"runner on {port} is not supported yet")
+    """,
+    "python/sglang/srt/c.py": """
+        def check(world):
+            if world > 8:
+                raise ValueError(f"world size {world} must not exceed 8")
+            assert world, "world size must be set"
+    """,
+}
+
+SECOND = {
+    # Reworded, one error added and one gone.
+    "python/sglang/srt/a.py": """
+        def load(cache_size, dtype):
+            if cache_size < 0:
+                raise ValueError(f"the kv cache size must be positive, got {cache_size}")
+            if dtype == "int4":
+                raise ValueError("int4 kv cache dtype is not supported on this platform")
+    """,
+    "python/sglang/srt/b.py": FIRST["python/sglang/srt/b.py"],
+    # c.py deleted, d.py new, and b.py's errors raised from d.py too.
+    "python/sglang/srt/d.py": """
+        def serve(port, world):
+            if port is None:
+                raise RuntimeError("port must be set before the runner starts")
+            if world > 8:
+                raise ValueError(f"world size {world} must not exceed 8 here")
+    """,
+}
+
+
+@pytest.fixture
+def incremental_only(monkeypatch):
+    """An update that would make the index again fails the test: what it checks is the path
+    that takes out and puts in. The average is fixed, since a handful of errors moves it."""
+    monkeypatch.setattr(search, "_average", lambda total, count: 7.0)
+
+    def made_again(entries):
+        raise AssertionError("the index was made again from scratch")
+
+    return lambda state: monkeypatch.setattr(state, "_remake", made_again)
+
+
+def test_update_gives_the_files_of_an_index_made_from_scratch(incremental_only) -> None:
+    first, first_blobs = tree(FIRST)
+    second, second_blobs = tree(SECOND)
+    state = IndexState(REPO)
+    assert state.update(first, first_blobs) == search_files(first, REPO)
+    incremental_only(state)
+    assert state.update(second, second_blobs) == search_files(second, REPO)
+    # And back: what was taken out is put in again where it was.
+    assert state.update(first, first_blobs) == search_files(first, REPO)
+
+
+def test_update_when_the_stop_line_moves(incremental_only, monkeypatch) -> None:
+    """Words in more errors than the stop line are left out of the shards; a change of the
+    error count moves the line, and the words it crosses come and go."""
+    monkeypatch.setattr(search, "_stop", lambda count: count // 3)
+    first, first_blobs = tree(FIRST)
+    second, second_blobs = tree(SECOND)
+    assert search._stop(len(first)) != search._stop(len(second))
+    state = IndexState(REPO)
+    state.update(first, first_blobs)
+    incremental_only(state)
+    assert state.update(second, second_blobs) == search_files(second, REPO)
+
+
+def test_update_when_the_average_length_moves() -> None:
+    """Every score depends on the rounded average length: when it moves, the index is made
+    again, still the same as from scratch."""
+    first, first_blobs = tree(FIRST)
+    second, second_blobs = tree(SECOND)
+    assert search._average(sum(len(search.document_tokens(e)) for e in first), len(first)) != search._average(
+        sum(len(search.document_tokens(e)) for e in second), len(second)
+    )
+    state = IndexState(REPO)
+    state.update(first, first_blobs)
+    assert state.update(second, second_blobs) == search_files(second, REPO)
+
+
+def test_unchanged_blobs_keep_their_errors_untouched(incremental_only) -> None:
+    """An error is made from its sites alone: with every blob the same, nothing is indexed
+    again, and the files are those of the last update."""
+    first, first_blobs = tree(FIRST)
+    state = IndexState(REPO)
+    files = state.update(first, first_blobs)
+    incremental_only(state)
+    put = []
+    state._put = lambda entries, documents, touched: put.extend(entries)
+    assert state.update(first, first_blobs) == files
+    assert put == []
+
+
+@pytest.mark.real
+def test_update_on_real_sglang_matches_from_scratch(sglang) -> None:
+    """SGLang's own errors: ten files' errors taken out (their files deleted), then put back."""
+    entries = group_sites(sglang.sites, sglang.upstream.repo)
+    blobs = {file.path: file.blob_sha for file in sglang.files}
+    paths = sorted({site.path for entry in entries for site in entry.sites})
+    gone = set(paths[:: len(paths) // 10][:10])
+    fewer = group_sites(tuple(site for site in sglang.sites if site.path not in gone), sglang.upstream.repo)
+    assert len(entries) - len(fewer) > 20
+    state = IndexState(REPO)
+    full = state.update(entries, blobs)
+    assert full == search_files(entries, REPO)
+    assert state.update(fewer, {path: sha for path, sha in blobs.items() if path not in gone}) == search_files(fewer, REPO)
+    assert state.update(entries, blobs) == full
