@@ -169,7 +169,18 @@ class Chain:
         stats = self.snapshot() if self.out.exists() else {}
         old_site_folder = self.out.stat().st_ino if self.out.exists() else None
         spare_folder = kept.stat().st_ino if kept.is_dir() else None
-        written = write_site(self.files(site, none_for_unchanged), self.out, previous, spare)
+        # Held open, so that a spare folder removed by the build keeps its inode number: a new
+        # folder given that number would look like the spare reused.
+        held = os.open(kept, os.O_RDONLY) if spare_folder is not None else None
+        try:
+            written = write_site(self.files(site, none_for_unchanged), self.out, previous, spare)
+            self._check(site, before, stats, written, previous, kept, old_site_folder, spare_folder)
+        finally:
+            if held is not None:
+                os.close(held)
+        return written
+
+    def _check(self, site, before, stats, written, previous, kept, old_site_folder, spare_folder) -> None:
         self.count += 1
 
         assert tree(self.out) == site
@@ -200,7 +211,6 @@ class Chain:
         # Brought up to date in place: the spare folder itself is the new site's.
         self.reused.append(spare_folder is not None and self.out.stat().st_ino == spare_folder)
         self.site, self.hashes, self.spare = site, written.hashes, written.spare
-        return written
 
 
 @pytest.fixture(params=["exchange", "two renames"])
