@@ -313,24 +313,14 @@ def stale_curated(curated: Mapping[str, Curated], by_id: Mapping[str, ErrorEntry
 
 
 def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path, blobs: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...]]:
-    """`derive.related_errors`, ranking again only the errors an upstream change can have moved:
-    the last ranking and what it was made from stay in the cache, under a digest of the
-    ranking's code, and with `blobs` (path -> blob sha) each error's features are kept by the
-    places of its sites. The result is the same as ranking every error (`derive.related_state`)."""
-    digest = hashlib.sha256(Path(derive.__file__).read_bytes()).hexdigest()[:32]
-    path = cache_dir / "related" / f"state-{digest}.pickle"
-    previous = read_cache(path, derive.RelatedState)
-    features = None
-    if blobs is not None:
-        by_id = {entry.id: entry for entry in entries}
-        keys = {entry.id: history.places(entry.sites, blobs) for entry in entries}
-        code = [derive.__file__, extractor_version()]
-        known = cached_values(cache_dir, "features", code, keys, lambda ids: {i: (derive.entry_features(by_id[i]), derive.entry_names(by_id[i])) for i in ids})
-        features = [known[entry.id] for entry in entries]
-    state = derive.related_state(entries, previous=previous, features=features)
-    if previous is None or state != previous:
-        write_cache(path, pickle.dumps(state, protocol=5))
-    return state.related
+    """`derive.related_errors`, with the ranking's state kept in the cache between builds: with
+    the entries' `blobs` (path -> blob sha), only the errors an upstream change can have moved
+    are ranked again (`derive.RelatedIndex`); the same result as ranking every error."""
+    path = cache_dir / "related" / f"index-{code_digest([derive.__file__, model.__file__, extractor_version()])}.pickle"
+    state = read_cache(path, derive.RelatedIndex) or derive.RelatedIndex()
+    related = state.update(entries, blobs)
+    write_cache(path, pickle.dumps(state, protocol=5))
+    return related
 
 
 # -- Render ---------------------------------------------------------------------------------------

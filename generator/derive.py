@@ -13,8 +13,8 @@ import io
 import math
 import re
 import tokenize
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from generator import model
@@ -411,17 +411,6 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
 
 
-@model.record
-class RelatedState:
-    """Related errors with what they were ranked from, so the next revision re-ranks only the
-    errors whose ranking can have changed: each error's features, in order, and its related ids."""
-
-    scale: int
-    limit: int
-    features: dict[str, tuple[tuple[str, str], ...]]
-    related: dict[str, tuple[str, ...]]
-
-
 def related_errors(entries: tuple[ErrorEntry, ...], limit: int = 5) -> dict[str, tuple[str, ...]]:
     """For each error, up to `limit` related error ids, best first.
 
@@ -430,7 +419,7 @@ def related_errors(entries: tuple[ErrorEntry, ...], limit: int = 5) -> dict[str,
     sharing the word "size". Only names and words that occur in both count: a phrase such as
     "kv_cache" becomes a name only where some error uses it as one. Ties break by id.
     """
-    return related_state(entries, limit).related
+    return RelatedIndex(limit).update(entries, None)
 
 
 def entry_names(entry: ErrorEntry) -> tuple[str, ...]:
@@ -442,95 +431,192 @@ def entry_names(entry: ErrorEntry) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def related_state(
-    entries: tuple[ErrorEntry, ...],
-    limit: int = 5,
-    previous: RelatedState | None = None,
-    features: Sequence[tuple[dict[str, str], tuple[str, ...]]] | None = None,
-) -> RelatedState:
-    """`related_errors` with its state; given the `previous` state, only errors that share a
-    feature with an error whose features changed (added, removed, edited) are ranked again, and
-    the result is the same as ranking every error. `features` holds each entry's
-    (`entry_features`, `entry_names`) when already known.
+class RelatedIndex:
+    """`related_errors` with what it was ranked from, kept between builds: given the blob shas
+    the entries came from, an update works out features only for the errors of changed files
+    (`model.changed_errors`), and ranks again only the errors that share a feature whose count
+    moved; the result is the same as ranking every error.
 
     Rarity is measured against the error count rounded up to a power of two (`scale`), not the
-    count itself, so that adding one error leaves the weight of every feature it lacks as it was.
-    """
-    pairs = features if features is not None else [(entry_features(entry), entry_names(entry)) for entry in entries]
-    raw = [own for own, _ in pairs]
-    code_names = set().union(*(names for _, names in pairs))
-    features_of: list[dict[str, str]] = []
-    for features in raw:
-        # Sorted, so that scores add up in the same order in every process (names come from
-        # sets, whose order changes with the interpreter's string hashing).
-        features_of.append({f: k for f, k in sorted(features.items()) if k != "name" or f in code_names})
-    frequency = Counter()
-    for features in features_of:
-        frequency.update(features.keys())
-    scale = 1 << max(len(entries) - 1, 0).bit_length()
-    weight = {
-        feature: _WEIGHTS[feature.split(":", 1)[0]] * math.log(scale / count)
-        for feature, count in frequency.items()
-        if _weighed(feature, count)
-    }
-    postings: dict[str, list[int]] = defaultdict(list)
-    for index, features in enumerate(features_of):
+    count itself, so that adding one error leaves the weight of every feature it lacks as it
+    was; when the scale moves, everything is ranked again. An error's features are kept as one
+    string (joined by NUL; a feature's kind is the part before its first colon), and postings
+    only for the features that weigh something: the state is read and written on every build."""
+
+    def __init__(self, limit: int = 5) -> None:
+        self.limit = limit
+        self.blobs: dict[str, str] | None = None
+        self.scale = 0
+        # By id: its own features and its names, each sorted and joined; its paths, joined;
+        # the features it is ranked by (names only where some error's code uses them).
+        self.own: dict[str, tuple[str, str]] = {}
+        self.paths: dict[str, str] = {}
+        self.features: dict[str, str] = {}
+        # How many errors use each name, and have each feature they are ranked by; for the
+        # features that weigh something, which errors.
+        self.names: dict[str, int] = {}
+        self.frequency: dict[str, int] = {}
+        self.postings: dict[str, set[str]] = {}
+        self.related: dict[str, tuple[str, ...]] = {}
+
+    def update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, tuple[str, ...]]:
+        """Related ids by id for `entries`, extracted from `blobs` (path -> blob sha; None:
+        rank everything again)."""
+        changed = None
+        if blobs is not None and self.blobs is not None:
+            changed = model.changed_errors(self.paths, self.blobs, entries, blobs)
+        scale = 1 << max(len(entries) - 1, 0).bit_length()
+        if changed is None or scale != self.scale:
+            self.__init__(self.limit)
+            self.scale = scale
+            changed = {entry.id for entry in entries}
+        self.blobs = dict(blobs) if blobs is not None else None
+        self._was: dict[str, int] = {}
+        named = self._take([error for error in changed if error in self.own])
+        put = [entry for entry in entries if entry.id in changed]
+        named.update(self._put(put))
+        # Errors whose ranked features change: those put in, and those holding a name that
+        # came into or went out of every error's code.
+        again = {entry.id for entry in put}
+        flipped = {name for name, used in named.items() if used != (name in self.names)}
+        if flipped:
+            again.update(error for error, (own, _) in self.own.items() if error not in again and not flipped.isdisjoint(own.split("\0")))
+        for error in again:
+            self._rank_by(error)
+        # An error can rank differently when it shares a feature, weighed now or before, whose
+        # count moved: found in the postings before those of features no longer weighed go.
+        counted = {
+            feature
+            for feature, was in self._was.items()
+            if self.frequency.get(feature, 0) != was and (_weighed(feature, was) or _weighed(feature, self.frequency.get(feature, 0)))
+        }
+        todo = {error for error in again if error in self.features}
+        for feature in counted:
+            todo.update(self.postings.get(feature, ()))
+        self._repost(counted)
+        for feature in counted:
+            todo.update(self.postings.get(feature, ()))
+        for error in self.related.keys() - self.features.keys():
+            del self.related[error]
+        del self._was
+        files = {entry.id: entry.sites[0].path for entry in entries}
+        weights: dict[str, float | None] = {}
+        for error in sorted(todo):
+            scores: dict[str, float] = defaultdict(float)
+            for feature in _split(self.features[error]):
+                if feature not in weights:
+                    weights[feature] = self._weight(feature)
+                value = weights[feature]
+                if value is not None:
+                    for other in self.postings[feature]:
+                        scores[other] += value
+            scores.pop(error, None)
+            self.related[error] = tuple(_best(scores, files, error, self.limit))
+        return {entry.id: self.related[entry.id] for entry in entries}
+
+    def _weight(self, feature: str) -> float | None:
+        count = self.frequency[feature]
+        if not _weighed(feature, count):
+            return None
+        return _WEIGHTS[feature.split(":", 1)[0]] * math.log(self.scale / count)
+
+    def _take(self, errors: list[str]) -> dict[str, bool]:
+        """Take `errors` out; the names they used, each with whether some error used it before."""
+        named: dict[str, bool] = {}
+        for error in errors:
+            _, names = self.own.pop(error)
+            del self.paths[error]
+            self._count(error, None)
+            for name in _split(names):
+                named.setdefault(name, True)
+                count = self.names[name] - 1
+                if count:
+                    self.names[name] = count
+                else:
+                    del self.names[name]
+        return named
+
+    def _put(self, entries: list[ErrorEntry]) -> dict[str, bool]:
+        """Put `entries` in, not yet ranked; the names they use, each with whether some error
+        used it before."""
+        named: dict[str, bool] = {}
+        for entry in entries:
+            names = entry_names(entry)
+            self.own[entry.id] = ("\0".join(sorted(entry_features(entry))), "\0".join(names))
+            self.paths[entry.id] = "\0".join(dict.fromkeys(site.path for site in entry.sites))
+            for name in names:
+                count = self.names.get(name, 0)
+                named.setdefault(name, bool(count))
+                self.names[name] = count + 1
+        return named
+
+    def _rank_by(self, error: str) -> None:
+        """The features `error` is ranked by, from its own: names only where some error's code
+        uses them."""
+        ranked = "\0".join(f for f in _split(self.own[error][0]) if not f.startswith("name:") or f in self.names)
+        if self.features.get(error) != ranked:
+            self._count(error, ranked)
+
+    def _count(self, error: str, ranked: str | None) -> None:
+        """`error` ranked by `ranked` (None: taken out), its features counted anew."""
+        for feature, step in ((f, -1) for f in _split(self.features.pop(error, ""))):
+            self._step(feature, step, error)
+        if ranked is not None:
+            self.features[error] = ranked
+            for feature in _split(ranked):
+                self._step(feature, 1, error)
+
+    def _step(self, feature: str, step: int, error: str) -> None:
+        count = self.frequency.get(feature, 0)
+        self._was.setdefault(feature, count)
+        if count + step:
+            self.frequency[feature] = count + step
+        else:
+            del self.frequency[feature]
+        found = self.postings.get(feature)
+        if found is not None:
+            if step > 0:
+                found.add(error)
+            else:
+                found.discard(error)
+
+    def _repost(self, features: set[str]) -> None:
+        """Postings for the `features` weighed now, none for those no longer weighed."""
+        missing = set()
         for feature in features:
-            if feature in weight:
-                postings[feature].append(index)
-    stored = {entry.id: tuple(features.items()) for entry, features in zip(entries, features_of)}
-    todo = range(len(entries))
-    related: dict[str, tuple[str, ...]] = {}
-    if previous is not None and (previous.scale, previous.limit) == (scale, limit):
-        # Features of errors that changed, and how their counts moved: an error that shares a
-        # feature weighed now or before with a changed error can rank differently.
-        delta: Counter[str] = Counter()
-        for error in previous.features.keys() - stored.keys():
-            delta.subtract(feature for feature, _ in previous.features[error])
-        for error, features in stored.items():
-            before = previous.features.get(error)
-            if before != features:
-                delta.subtract(feature for feature, _ in before or ())
-                delta.update(feature for feature, _ in features)
-        changed = {feature for feature in delta if feature in weight or _weighed(feature, frequency[feature] - delta[feature])}
-        todo = [
-            index
-            for index, (entry, features) in enumerate(zip(entries, features_of))
-            if entry.id not in previous.related or not changed.isdisjoint(features)
-        ]
-        redo = {entries[index].id for index in todo}
-        related = {error: previous.related[error] for error in stored if error not in redo}
-    files = [entry.sites[0].path for entry in entries]
-    for index in todo:
-        scores: dict[int, float] = defaultdict(float)
-        for feature in features_of[index]:
-            value = weight.get(feature)
-            if value is not None:
-                for other in postings[feature]:
-                    scores[other] += value
-        scores.pop(index, None)
-        related[entries[index].id] = tuple(entries[other].id for other in _best(scores, files, index, limit))
-    return RelatedState(scale, limit, stored, {error: related[error] for error in stored})
+            if not _weighed(feature, self.frequency.get(feature, 0)):
+                self.postings.pop(feature, None)
+            elif feature not in self.postings:
+                missing.add(feature)
+                self.postings[feature] = set()
+        if missing:
+            for error, ranked in self.features.items():
+                for feature in missing.intersection(_split(ranked)):
+                    self.postings[feature].add(error)
+
+
+def _split(joined: str) -> list[str]:
+    return joined.split("\0") if joined else []
 
 
 def _weighed(feature: str, count: int) -> bool:
     return 1 < count and (count <= _MAX_SHARED or feature.startswith(_ALWAYS_COUNTED))
 
 
-def _best(scores: dict[int, float], files: list[str], index: int, limit: int) -> list[int]:
-    """The best-scoring indices, ties broken by index (entries are sorted by id), with at most
-    `_SAME_FILE` from the error's own file so the list reaches beyond one module."""
-    chosen = _pick(_top(scores, limit * 3), files, index, limit)
+def _best(scores: dict[str, float], files: Mapping[str, str], error: str, limit: int) -> list[str]:
+    """The best-scoring ids, ties broken by id, with at most `_SAME_FILE` from the error's own
+    file (`files`: each error's first file, by id) so the list reaches beyond one module."""
+    chosen = _pick(_top(scores, limit * 3), files, error, limit)
     if len(chosen) < limit and len(scores) > limit * 3:
         # The best were crowded out by the error's own file: look further, elsewhere.
-        others = _top({o: s for o, s in scores.items() if files[o] != files[index]}, limit)
-        chosen = _pick(sorted(_top({o: scores[o] for o in chosen}, limit) + others), files, index, limit)
+        others = _top({o: s for o, s in scores.items() if files[o] != files[error]}, limit)
+        chosen = _pick(sorted(_top({o: scores[o] for o in chosen}, limit) + others), files, error, limit)
     return chosen
 
 
-def _top(scores: dict[int, float], count: int) -> list[tuple[float, int]]:
-    """The `count` best (negated score, index) pairs, and any tied with the last of them,
-    ties broken by index."""
+def _top(scores: dict[str, float], count: int) -> list[tuple[float, str]]:
+    """The `count` best (negated score, id) pairs, and any tied with the last of them, ties
+    broken by id."""
     if len(scores) <= count:
         return sorted((-score, other) for other, score in scores.items())
     # The cut from the scores alone, taken in C: an error shares features with hundreds.
@@ -538,10 +624,10 @@ def _top(scores: dict[int, float], count: int) -> list[tuple[float, int]]:
     return sorted((-score, other) for other, score in scores.items() if score >= cut)
 
 
-def _pick(candidates: list[tuple[float, int]], files: list[str], index: int, limit: int) -> list[int]:
+def _pick(candidates: list[tuple[float, str]], files: Mapping[str, str], error: str, limit: int) -> list[str]:
     chosen, same_file = [], 0
     for _, other in candidates:
-        if files[other] == files[index]:
+        if files[other] == files[error]:
             if same_file == _SAME_FILE:
                 continue
             same_file += 1

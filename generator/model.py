@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import operator
 import re
+from collections.abc import Mapping
 
 ID_PREFIX = "errorkb-id-v1\0"
 
@@ -233,6 +234,21 @@ def group_sites(sites: tuple[Site, ...], repo: str) -> tuple[ErrorEntry, ...]:
         first = members[0]
         entries.append(ErrorEntry(error_id, first.kind, first.exception, first.template, tuple(members), first.message))
     return tuple(entries)
+
+
+def changed_errors(paths: Mapping[str, str], before: Mapping[str, str], entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str]) -> set[str]:
+    """The ids whose entries may differ between two revisions: an entry is made from its sites
+    alone, and a site from its file's blob, so these are the errors with a site in a file whose
+    blob sha changed, then (`paths`: each id's paths joined by NUL; `before`: path -> blob sha)
+    or now (`entries` from `blobs`), and those only one side has."""
+    files = {path for path in before.keys() | blobs.keys() if before.get(path) != blobs.get(path)}
+    changed = {error for error, joined in paths.items() if not files.isdisjoint(joined.split("\0"))}
+    now = set()
+    for entry in entries:
+        now.add(entry.id)
+        if entry.id not in paths or any(site.path in files for site in entry.sites):
+            changed.add(entry.id)
+    return changed | (paths.keys() - now)
 
 
 @record

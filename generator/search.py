@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import ErrorkbError
+from generator import model
 from generator.model import ErrorEntry, Placeholder, Site
 
 INDEX_VERSION = 3
@@ -376,9 +377,10 @@ class IndexState:
     def __init__(self, repo: str) -> None:
         self.repo = repo
         self.blobs: dict[str, str] | None = None
-        # id -> (its words, document length, its anchors or None without a template, its paths
-        # joined by NUL); words are letters and digits, so they are joined by spaces.
-        self.docs: dict[str, tuple[str, int, str | None, str]] = {}
+        # id -> (its words, document length, its anchors or None without a template); words are
+        # letters and digits, so they are joined by spaces. And id -> its paths, joined by NUL.
+        self.docs: dict[str, tuple[str, int, str | None]] = {}
+        self.paths: dict[str, str] = {}
         self.total = 0
         self.average = 1.0
         self.stop = 0
@@ -403,7 +405,7 @@ class IndexState:
         the entries were extracted from. With the blobs of the last update, only the errors
         with a site in a file whose blob changed are taken out and put in again, since an
         error is made from its sites alone; without (None), everything is made again."""
-        changed = self._changed(entries, blobs) if blobs is not None and self.blobs is not None else None
+        changed = model.changed_errors(self.paths, self.blobs, entries, blobs) if blobs is not None and self.blobs is not None else None
         self.blobs = dict(blobs) if blobs is not None else None
         if changed is None:
             return self._remake(entries)
@@ -421,17 +423,6 @@ class IndexState:
         self._close()
         self._restop(_stop(count), touched)
         return self._encode(count, touched)
-
-    def _changed(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str]) -> set[str]:
-        before = self.blobs or {}
-        paths = {path for path in before.keys() | blobs.keys() if before.get(path) != blobs.get(path)}
-        changed = {error for error, (*_, places) in self.docs.items() if not paths.isdisjoint(places.split("\0"))}
-        ids = set()
-        for entry in entries:
-            ids.add(entry.id)
-            if entry.id not in self.docs or any(site.path in paths for site in entry.sites):
-                changed.add(entry.id)
-        return changed | (self.docs.keys() - ids)
 
     def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
         blobs = self.blobs
@@ -451,7 +442,7 @@ class IndexState:
         return self._encode(len(ordered), touched)
 
     def _take(self, error: str, touched: _Touched) -> None:
-        words, length, anchors, places = self.docs.pop(error)
+        words, length, anchors = self.docs.pop(error)
         self.total -= length
         for word in words.split():
             del self._open(word)[error]
@@ -466,7 +457,7 @@ class IndexState:
             where = self.where.pop(error)
             del self.templates[where][error]
             touched.tokens.add(where)
-        for path in places.split("\0"):
+        for path in self.paths.pop(error).split("\0"):
             number = bucket(path_key(path), FILE_BUCKETS)
             rows = self.sites[number][path]
             del rows[error]
@@ -510,7 +501,8 @@ class IndexState:
             title = [entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)]
             self.titles[number][entry.id] = f"{_quote(entry.id)}:{_json(title)}"
             touched.titles.add(number)
-            self.docs[entry.id] = (" ".join(frequency), len(words), None if anchors is None else " ".join(anchors), "\0".join(by_path))
+            self.docs[entry.id] = (" ".join(frequency), len(words), None if anchors is None else " ".join(anchors))
+            self.paths[entry.id] = "\0".join(by_path)
         # The rarest anchor decides a template's shard, so shards stay even and few templates
         # load: placed once every count is known, and moved if an anchor's count changed it.
         choose = set(rows)

@@ -173,22 +173,60 @@ def test_related_prefers_shared_settings_over_shared_words():
 
 @pytest.mark.real
 def test_related_ranking_again_after_a_change_equals_ranking_everything(sglang, monkeypatch):
-    """What a rebuild does: the last state, then a revision that adds, drops and edits errors
-    (here: fifty real errors come back, fifty others leave, and one moves to another file)."""
+    """What a rebuild does: the last state, then a revision whose changed files bring fifty
+    real errors back, drop fifty others and move one to another file. Only errors a change can
+    have moved are ranked again, and the result is that of ranking everything."""
     best = derive._best
     entries = group_sites(sglang.sites, sglang.upstream.repo)
     before = tuple(entry for number, entry in enumerate(entries) if number % 500)
     moved = entries[1]
     site = replace(moved.sites[0], path="python/sglang/srt/elsewhere.py")
     after = tuple(replace(moved, sites=(site,)) if entry is moved else entry for number, entry in enumerate(entries) if number % 500 != 7)
-    state = derive.related_state(before)
+    changed = {s.path for number, entry in enumerate(entries) if number % 500 in (0, 7) or entry is moved for s in entry.sites}
+    blobs_before = {file.path: file.blob_sha for file in sglang.files}
+    blobs_after = {**{path: "edited" if path in changed else sha for path, sha in blobs_before.items()}, site.path: "new"}
+    state = derive.RelatedIndex()
+    assert state.update(before, blobs_before) == derive.related_errors(before)
     ranked = []
-    monkeypatch.setattr(derive, "_best", lambda scores, files, index, limit: ranked.append(index) or best(scores, files, index, limit))
-    again = derive.related_state(after, previous=state)
-    assert 0 < len(ranked) < len(after)  # only the errors a change can have moved
+    monkeypatch.setattr(derive, "_best", lambda scores, files, error, limit: ranked.append(error) or best(scores, files, error, limit))
+    again = state.update(after, blobs_after)
+    assert 0 < len(ranked) < len(after)
     monkeypatch.undo()
-    assert again == derive.related_state(after)
-    assert again.related == derive.related_errors(after)
+    assert again == derive.related_errors(after)
+
+
+def test_related_ranking_again_when_a_name_comes_into_the_code():
+    """A phrase of a message's words counts as a name only once some error's code uses it:
+    an error in an unchanged file gains the feature when another file starts using the name."""
+    a = _sites(
+        """
+        def f(x):
+            raise ValueError("the kv cache dtype is not supported")
+        def g(x):
+            raise ValueError("kv cache dtype fp8 needs a newer GPU")
+        def k(x):
+            raise TypeError("unrelated words entirely")
+        """,
+        path="python/sglang/a.py",
+    )
+    b = _sites(
+        """
+        def h(cfg):
+            if cfg.kv_cache_dtype == "int4":
+                raise ValueError("int4 is experimental")
+        """,
+        path="python/sglang/b.py",
+    )
+    first, second = group_sites(tuple(a), "r/r"), group_sites(tuple(a + b), "r/r")
+    # Three errors, then four: the same rarity scale, so nothing is ranked again for that.
+    state = derive.RelatedIndex(limit=2)
+    state.update(first, {"python/sglang/a.py": "1"})
+    assert not any("name:kv_cache_dtype" in ranked for ranked in state.features.values())
+    assert state.update(second, {"python/sglang/a.py": "1", "python/sglang/b.py": "1"}) == derive.related_errors(second, limit=2)
+    assert sum("name:kv_cache_dtype" in state.features[entry.id] for entry in second) == 3
+    # And out again when the file goes.
+    assert state.update(first, {"python/sglang/a.py": "1"}) == derive.related_errors(first, limit=2)
+    assert not any("name:kv_cache_dtype" in ranked for ranked in state.features.values())
 
 
 @pytest.mark.real
