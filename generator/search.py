@@ -416,6 +416,7 @@ class IndexState:
         total = self.total - sum(self.docs[error][1] for error in taken) + sum(map(len, documents.values()))
         if _average(total, count) != self.average:
             return self._remake(entries)
+        self.total = total
         touched = _Touched()
         for error in taken:
             self._take(error, touched)
@@ -442,8 +443,7 @@ class IndexState:
         return self._encode(len(ordered), touched)
 
     def _take(self, error: str, touched: _Touched) -> None:
-        words, length, anchors = self.docs.pop(error)
-        self.total -= length
+        words, _, anchors = self.docs.pop(error)
         for word in words.split():
             del self._open(word)[error]
             touched.words.add(word)
@@ -469,7 +469,7 @@ class IndexState:
         touched.titles.add(number)
 
     def _put(self, entries: list[ErrorEntry], documents: Mapping[str, list[str]], touched: _Touched) -> None:
-        """Put `entries` in; `self.total` already counts their words."""
+        """Put `entries` in; `self.total` and `self.average` already count their words."""
         rows: dict[str, str] = {}
         for entry in entries:
             words = documents[entry.id]
