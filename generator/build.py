@@ -85,7 +85,15 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
     """The whole site for one upstream revision, swapped into `inputs.out` at the end; then
     the ledger and change list in `inputs.content`, so a build killed before the swap leaves
     both the previous site and the previous ledger."""
-    with build_lock(inputs.out), without_cycle_collection(), ExitStack() as cleanup:
+    # The collector comes back once `_build`'s records are freed: its first pass walks every
+    # object made since it went off that is still alive, which at `_build`'s end was 900,000
+    # records (0.4 s); after, only what outlives the build.
+    with without_cycle_collection():
+        return _build(config, inputs, jobs)
+
+
+def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
+    with build_lock(inputs.out), ExitStack() as cleanup:
         source = open_source(inputs.source, config, inputs.cache_dir)
         stamp = BuildStamp(inputs, source)
         previous = stamp.previous()
