@@ -121,11 +121,14 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         by_id = {entry.id: entry for entry in entries}
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        articles = derive_site(extraction.upstream, entries, blobs, curated, past.inactive, inputs.cache_dir, related, stale, pins)
-        # Home and browse pages need only the articles: rendered in another process while this
-        # one digests the pages.
+        # Home and browse pages and the API's index list errors by what needs no deriving
+        # (`derive.listed_articles`): rendered in another process from now on, while this one
+        # derives the articles and digests their pages.
         info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
-        (shared,) = in_background([partial(shared_files, articles, info, past.changes, inputs.cache_dir)], jobs, len(articles))
+        (shared,) = in_background(
+            [partial(listed_files, entries, curated, past.inactive, pins, info, past.changes, inputs.cache_dir)], jobs, len(entries)
+        )
+        articles = derive_site(extraction.upstream, entries, blobs, curated, past.inactive, inputs.cache_dir, related, stale, pins)
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         digests = manifest.digests(articles, blobs)
         unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
@@ -378,6 +381,20 @@ def shared_files(
     files = list(render.render_shared(articles, info, changes, listed=memo.render))
     memo.save()
     return files
+
+
+def listed_files(
+    entries: tuple[ErrorEntry, ...],
+    curated: Mapping[str, Curated],
+    ledger: tuple[LedgerRecord, ...],
+    pins: Mapping[str, Upstream],
+    info: render.SiteInfo,
+    changes: tuple[Change, ...],
+    cache_dir: Path | None = None,
+) -> list[tuple[str, bytes]]:
+    """`shared_files` of `derive.listed_articles`: the same files as of the full articles,
+    without waiting for them."""
+    return shared_files(derive.listed_articles(entries, curated, info.upstream, ledger, pins), info, changes, cache_dir)
 
 
 class PageMemo:

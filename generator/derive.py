@@ -651,6 +651,21 @@ def with_excerpts(article: Article, excerpts: Mapping[tuple[str, int], tuple[Sni
     return replace(article, locations=locations)
 
 
+def listed_articles(
+    entries: tuple[ErrorEntry, ...],
+    curated: Mapping[str, Curated],
+    upstream: Upstream,
+    ledger: tuple[LedgerRecord, ...] = (),
+    pins: Mapping[str, Upstream] | None = None,
+) -> tuple[Article, ...]:
+    """The articles as the lists of errors show them (home and browse pages, the API's index):
+    `derive_articles` without what only an error's own page shows and costs the most to
+    derive (its trigger unless curated, the names it mentions, its related errors)."""
+    ids = [entry.id for entry in entries]
+    nothing: MentionParts = ((), (), ())
+    return derive_articles(entries, curated, upstream, ledger, {}, None, pins, dict.fromkeys(ids), dict.fromkeys(ids, nothing))
+
+
 def derive_articles(
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],

@@ -5,12 +5,14 @@ from __future__ import annotations
 import textwrap
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from generator import derive
+from generator import derive, render
+from generator.content import load_curated
 from generator.extract import extract_source
-from generator.model import group_sites
+from generator.model import LedgerRecord, group_sites
 
 
 @pytest.mark.parametrize(
@@ -271,3 +273,20 @@ def test_cached_triggers_equal_derived_ones_and_are_reused(tmp_path, monkeypatch
     assert cached_triggers(entries, tmp_path) == expected
     moved = tuple(replace(entry, sites=(replace(entry.sites[0], function="other"),)) for entry in entries[:1])
     assert cached_triggers(moved, tmp_path) == {entries[0].id: "derived again"}
+
+
+@pytest.mark.real
+def test_listed_articles_give_the_shared_pages_of_the_full_articles(sglang):
+    """A build renders home, browse pages and the API's index from `listed_articles` while it
+    derives the full articles: every one of those files must be what the full ones give."""
+    entries = group_sites(sglang.sites, sglang.upstream.repo)
+    curated = load_curated(Path(__file__).parent.parent / "content", sglang.upstream.repo)
+    assert curated and any(entry.id in curated for entry in entries)
+    # A ledger with a retired and a moved error, whose articles come from their records.
+    retired = LedgerRecord("00000000000000bb", "retired", "v1", "v2", "raise", "ValueError", "Gone now", "python/sglang/y.py", 9, "g", retired_in="v3")
+    moved = LedgerRecord("00000000000000aa", "moved", "v1", "v2", "raise", "ValueError", "Old <words>", "python/sglang/x.py", 3, "f", moved_to=entries[0].id)
+    info = render.SiteInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
+    full = derive.derive_articles(entries, curated, sglang.upstream, (retired, moved))
+    listed = derive.listed_articles(entries, curated, sglang.upstream, (retired, moved))
+    assert any(article.trigger or article.mentions or article.related for article in full)
+    assert dict(render.render_shared(listed, info)) == dict(render.render_shared(full, info))
