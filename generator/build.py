@@ -296,6 +296,13 @@ def code_digest(code: Iterable[str]) -> str:
     return digest.hexdigest()[:32]
 
 
+def entries_state_path(cache_dir: Path, name: str, module: str) -> Path:
+    """Where a state kept whole between builds and updated by changed blobs lives: under a
+    digest of its `module`'s code and of what makes the entries it was made from (the model
+    and the extractor), since an update trusts that unchanged blobs give unchanged entries."""
+    return cache_dir / name / f"state-{code_digest([module, model.__file__, extractor_version()])}.pickle"
+
+
 def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, str | None]:
     """`derive.derive_trigger` of each error's first site, by id, reading the conditions in
     words again only for sites whose inputs (`derive.trigger_inputs`) the last build did not see."""
@@ -327,7 +334,7 @@ def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path, blobs: Mapp
     """`derive.related_errors`, with the ranking's state kept in the cache between builds: with
     the entries' `blobs` (path -> blob sha), only the errors an upstream change can have moved
     are ranked again (`derive.RelatedIndex`); the same result as ranking every error."""
-    path = cache_dir / "related" / f"index-{code_digest([derive.__file__, model.__file__, extractor_version()])}.pickle"
+    path = entries_state_path(cache_dir, "related", derive.__file__)
     state = read_cache(path, derive.RelatedIndex) or derive.RelatedIndex()
     related = state.update(entries, blobs)
     write_cache(path, pickle.dumps(state, protocol=5))
@@ -431,7 +438,7 @@ def search_files(
 
     if cache_dir is None or blobs is None:
         return sorted(search.search_files(entries, repo).items())
-    path = cache_dir / "search" / f"state-{code_digest([search.__file__, model.__file__, extractor_version()])}.pickle"
+    path = entries_state_path(cache_dir, "search", search.__file__)
     state = read_cache(path, search.IndexState)
     if state is None or state.repo != repo:
         state = search.IndexState(repo)

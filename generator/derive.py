@@ -559,8 +559,8 @@ class RelatedIndex:
 
     def _count(self, error: str, ranked: str | None) -> None:
         """`error` ranked by `ranked` (None: taken out), its features counted anew."""
-        for feature, step in ((f, -1) for f in _split(self.features.pop(error, ""))):
-            self._step(feature, step, error)
+        for feature in _split(self.features.pop(error, "")):
+            self._step(feature, -1, error)
         if ranked is not None:
             self.features[error] = ranked
             for feature in _split(ranked):
