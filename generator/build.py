@@ -128,17 +128,19 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         (shared,) = in_background(
             [partial(listed_files, entries, curated, past.inactive, pins, info, past.changes, inputs.cache_dir)], jobs, len(entries)
         )
-        articles = derive_site(extraction.upstream, entries, blobs, curated, past.inactive, inputs.cache_dir, related, stale, pins)
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
-        digests = manifest.digests(articles, blobs)
+        site = derive_site(extraction.upstream, entries, blobs, curated, past.inactive, inputs.cache_dir, related, manifest, stale, pins)
+        digests = site.digests
         unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
-        found = page_excerpts(articles, unchanged, highlighting, jobs)
+        # Only the pages rendered again need their articles whole.
+        articles = site.articles(digests.keys() - unchanged)
+        found = page_excerpts(articles, highlighting, jobs)
         # Until the new tree is in place and described, no manifest: a build killed after the
         # swap must not leave one describing the tree before it.
         manifest.clear()
         stamp.clear()
         coverage = audit.coverage(entries, (k for k in curated if k in by_id))
-        files = site_files(articles, entries, info, past.changes, jobs, unchanged, coverage, search, shared, found)
+        files = site_files(articles, unchanged, info, shared, search, coverage, jobs, found)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
         if written.spare is None:
@@ -237,24 +239,179 @@ def derive_site(
     ledger: tuple[LedgerRecord, ...],
     cache_dir: Path,
     related: Callable[[], Mapping[str, tuple[str, ...]]],
+    manifest: PageManifest,
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
-) -> tuple[Article, ...]:
-    """Triggers, mentions and curated text joined with related errors (`related` waits for
-    the ranking: related ids by id): one article per id, each naming the revision it is
-    pinned to (`pins`, by id). Without snippets and docstrings: `joined` adds them to
-    the articles whose pages are rendered."""
-    triggers = cached_triggers(entries, cache_dir)
-    mentions = cached_mentions(entries, blobs, cache_dir)
-    # Asked for last: the ranking may still be under way in the background meanwhile.
-    return derive.derive_articles(entries, curated, upstream, ledger, related(), stale, pins, triggers, mentions)
+) -> DerivedSite:
+    """Every article's page digest (`PageManifest.digests`), deriving again only the articles
+    whose inputs changed since the last build (`ArticleState`, kept in the cache); and the
+    means to derive any article (`DerivedSite.articles`). `related` waits for the ranking:
+    related ids by id. Articles come without snippets and docstrings: `joined` adds them to
+    those whose pages are rendered."""
+    path = entries_state_path(cache_dir, "articles", derive.__file__)
+    state = read_cache(path, ArticleState) or ArticleState()
+    changed = state.changed(manifest.salt, entries, blobs)
+    site = DerivedSite(upstream, entries, curated, ledger, stale or {}, pins or {})
+    # Read from the changed entries before the ranking is asked for: it may still be under way
+    # in the background meanwhile.
+    site.read(changed)
+    retitled, site.flags = state.update_entries(entries, changed, site.mentions)
+    site.related = related()
+    dirty = state.dirty(changed, retitled, curated, ledger, site.related, site.stale, site.pins, upstream)
+    digests = manifest.digests(site.articles(dirty), blobs)
+    state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(site.ids)}
+    write_cache(path, pickle.dumps(state, protocol=5))
+    site.digests = state.digests
+    return site
 
 
-def page_excerpts(articles: tuple[Article, ...], unchanged: frozenset[str], highlighting: Highlighting, jobs: int | None) -> dict[str, Excerpts]:
-    """The excerpts of the files the pages rendered again (not `unchanged`) show, by path:
-    read or highlighted only for those, since a rebuild renders few pages. The render
-    workers join them to their articles (`joined`)."""
-    paths = {location.site.path for article in articles if article.id not in unchanged for location in article.locations}
+class DerivedSite:
+    """The inputs of every article of one build, and the articles derived from them so far:
+    `articles` derives those of any ids, once each."""
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        entries: tuple[ErrorEntry, ...],
+        curated: Mapping[str, Curated],
+        ledger: tuple[LedgerRecord, ...],
+        stale: Mapping[str, str],
+        pins: Mapping[str, Upstream],
+    ) -> None:
+        self.upstream, self.entries, self.curated, self.ledger = upstream, entries, curated, ledger
+        self.stale, self.pins = stale, pins
+        self.flags: frozenset[str] = frozenset()
+        self.by_id = {entry.id: entry for entry in entries}
+        self.ids = self.by_id.keys() | {record.id for record in ledger}
+        self.related: Mapping[str, tuple[str, ...]] = {}
+        self.digests: dict[str, str] = {}
+        self.triggers: dict[str, str | None] = {}
+        self.mentions: dict[str, derive.MentionParts] = {}
+        self._made: dict[str, Article] = {}
+
+    def read(self, ids: Iterable[str]) -> None:
+        """Work out the triggers and mentions of the active errors among `ids`: what costs the
+        most of an article."""
+        for error in ids:
+            entry = self.by_id.get(error)
+            if entry is not None and error not in self.triggers:
+                self.triggers[error] = derive.derive_trigger(entry.sites[0])
+                self.mentions[error] = derive.mention_parts(entry.sites[0])
+
+    def articles(self, ids: Iterable[str]) -> tuple[Article, ...]:
+        """The articles of `ids` (each one of this build's), sorted by id."""
+        wanted = set(ids)
+        todo = wanted - self._made.keys()
+        if todo:
+            self.read(todo)
+            made = derive.derive_articles(
+                self.entries, self.curated, self.upstream, self.ledger, self.related, self.stale, self.pins,
+                self.triggers, self.mentions, self.flags, todo,
+            )
+            self._made.update((article.id, article) for article in made)
+        return tuple(self._made[error] for error in sorted(wanted))
+
+
+class ArticleState:
+    """What each article was derived from at the last build, and its page's digest, kept in
+    the cache between builds (like `derive.RelatedIndex`), so that a rebuild derives and
+    digests only the articles whose inputs may have changed and keeps the others' digests.
+
+    An active error's article is made from its entry, which changes only with the blob of one
+    of its files (`model.changed_errors`); from its curated text; from its related ids, its
+    pin, its aliases and its stale revision, compared as one string per id (`inputs`); from
+    the titles of its related errors; and from the flags any message names
+    (`derive.known_flags`), which reach only the errors whose conditions' names would be a flag
+    that came or went. Inactive articles are few, and always derived. Everything a page depends
+    on besides its article is in the manifest's salt: another salt, and everything is derived."""
+
+    def __init__(self) -> None:
+        self.salt = ""
+        self.blobs: dict[str, str] | None = None
+        # By id: its paths, joined by NUL, and its title.
+        self.paths: dict[str, str] = {}
+        self.titles: dict[str, str] = {}
+        # By id, only where there are some: the flags its message names, and those its
+        # conditions' names would be (joined by NUL).
+        self.named: dict[str, tuple[str, ...]] = {}
+        self.candidates: dict[str, str] = {}
+        self.inputs: dict[str, str] = {}
+        self.curated: dict[str, Curated] = {}
+        self.digests: dict[str, str] = {}
+
+    def changed(self, salt: str, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str]) -> set[str]:
+        """The ids whose entries may have changed since the last build, the entries being
+        extracted from `blobs` (path -> blob sha) and their pages digested under the page
+        manifest's `salt`: all of them when the state knows another salt, or nothing."""
+        if salt != self.salt or self.blobs is None:
+            self.__init__()
+            self.salt = salt
+        changed = model.changed_errors(self.paths, self.blobs or {}, entries, blobs)
+        self.blobs = dict(blobs)
+        return changed
+
+    def update_entries(
+        self, entries: tuple[ErrorEntry, ...], changed: set[str], mentions: Mapping[str, derive.MentionParts]
+    ) -> tuple[set[str], frozenset[str]]:
+        """Take in the entries whose ids are `changed`, with their first sites' `mentions`
+        (`derive.mention_parts`, by id). Adds to `changed` the errors whose mentions change as
+        a flag comes or goes; returns the ids whose title changed, and the flags known now."""
+        before = frozenset(flag for flags in self.named.values() for flag in flags)
+        titles = {}
+        for error in changed:
+            titles[error] = self.titles.pop(error, None)
+            for kept in (self.paths, self.named, self.candidates):
+                kept.pop(error, None)
+        for entry in entries:
+            if entry.id in changed:
+                self.paths[entry.id] = "\0".join(site.path for site in entry.sites)
+                self.titles[entry.id] = entry.title
+                named, _, candidates = mentions[entry.id]
+                if named:
+                    self.named[entry.id] = named
+                if candidates:
+                    self.candidates[entry.id] = "\0".join(candidates)
+        flags = frozenset(flag for flags in self.named.values() for flag in flags)
+        retitled = {error for error, title in titles.items() if self.titles.get(error) != title}
+        moved = flags ^ before
+        if moved:
+            changed.update(error for error, names in self.candidates.items() if not moved.isdisjoint(names.split("\0")))
+        return retitled, flags
+
+    def dirty(
+        self,
+        changed: set[str],
+        retitled: set[str],
+        curated: Mapping[str, Curated],
+        ledger: tuple[LedgerRecord, ...],
+        related: Mapping[str, tuple[str, ...]],
+        stale: Mapping[str, str],
+        pins: Mapping[str, Upstream],
+        upstream: Upstream,
+    ) -> set[str]:
+        """The ids whose articles may differ from the last build's, given what `update_entries`
+        found (`changed`, `retitled`); the state takes in the rest of this build's inputs."""
+        dirty = changed | {record.id for record in ledger}
+        if retitled:
+            dirty.update(error for error, others in related.items() if not retitled.isdisjoint(others))
+        aliases = derive.aliases_of(ledger)
+        inputs = {
+            error: "\0".join(
+                (" ".join(related.get(error, ())), *_upstream_fields(pins.get(error, upstream)), " ".join(aliases.get(error, ())), stale.get(error, ""))
+            )
+            for error in self.paths
+        }
+        dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
+        dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))
+        self.inputs, self.curated = inputs, dict(curated)
+        return dirty & (self.paths.keys() | {record.id for record in ledger})
+
+
+def page_excerpts(articles: tuple[Article, ...], highlighting: Highlighting, jobs: int | None) -> dict[str, Excerpts]:
+    """The excerpts of the files the pages rendered again (`articles`) show, by path: read or
+    highlighted only for those, since a rebuild renders few pages. The render workers join
+    them to their articles (`joined`)."""
+    paths = {location.site.path for article in articles for location in article.locations}
     if not paths:
         highlighting.close()
         return {}
@@ -303,24 +460,6 @@ def entries_state_path(cache_dir: Path, name: str, module: str) -> Path:
     return cache_dir / name / f"state-{code_digest([module, model.__file__, extractor_version()])}.pickle"
 
 
-def cached_triggers(entries: tuple[ErrorEntry, ...], cache_dir: Path) -> dict[str, str | None]:
-    """`derive.derive_trigger` of each error's first site, by id, reading the conditions in
-    words again only for sites whose inputs (`derive.trigger_inputs`) the last build did not see."""
-    first = {entry.id: entry.sites[0] for entry in entries}
-    keys = {error: derive.trigger_inputs(site) for error, site in first.items()}
-    return cached_values(cache_dir, "triggers", [derive.__file__], keys, lambda ids: {i: derive.derive_trigger(first[i]) for i in ids})
-
-
-def cached_mentions(entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str], cache_dir: Path) -> dict[str, derive.MentionParts]:
-    """`derive.mention_parts` of each error's first site, by id, read again only for sites at
-    places (`history.places`) the last build did not see: cheaper to compare than the parts
-    of a template."""
-    first = {entry.id: entry.sites[0] for entry in entries}
-    keys = {error: history.places((site,), blobs) for error, site in first.items()}
-    code = [derive.__file__, extractor_version()]
-    return cached_values(cache_dir, "mentions", code, keys, lambda ids: {i: derive.mention_parts(first[i]) for i in ids})
-
-
 def stale_curated(curated: Mapping[str, Curated], by_id: Mapping[str, ErrorEntry], source: Source, blobs: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
     """`audit.stale_revisions` of the entries not waiting for review, fingerprinting again (a
     parse of each file) only errors whose sites' places (`history.places`) are new."""
@@ -350,31 +489,27 @@ _SHARED: tuple[tuple[Article, ...], render.SiteInfo, Mapping[str, Excerpts]] | N
 
 def site_files(
     articles: tuple[Article, ...],
-    entries: tuple[ErrorEntry, ...],
+    unchanged: Iterable[str],
     info: render.SiteInfo,
-    changes: tuple[Change, ...],
+    shared: Callable[[], Iterable[tuple[str, bytes]]],
+    search: Callable[[], Iterable[tuple[str, bytes]]],
+    coverage: audit.Coverage,
     jobs: int | None = None,
-    unchanged: frozenset[str] = frozenset(),
-    coverage: audit.Coverage | None = None,
-    search: Callable[[], Iterable[tuple[str, bytes]]] | None = None,
-    shared: Callable[[], Iterable[tuple[str, bytes]]] | None = None,
     found: Mapping[str, Excerpts] | None = None,
 ) -> Iterator[tuple[str, bytes | None]]:
-    """Every file of the site: shared pages, the search index, and each error's page and
-    document, rendered on every core. The pages of `unchanged` ids are not rendered again:
-    they come as `None`, meaning "the previous build's file". `search` and `shared` give the
-    search index's files and the shared pages when they are being made elsewhere
-    (`in_background`); `found` the excerpts of the pages' files, by path (`page_excerpts`)."""
-    yield from shared() if shared is not None else render.render_shared(articles, info, changes)
-    if coverage is not None:
-        yield from render.render_coverage(coverage, info)
+    """Every file of the site: the shared pages and the search index (`shared` and `search`
+    give them, made elsewhere: `in_background`), and each error's page and document. The
+    pages of `articles` are rendered on every core, joined to the excerpts of their files
+    (`found`, by path: `page_excerpts`); those of `unchanged` ids come as `None`, meaning
+    "the previous build's file"."""
+    yield from shared()
+    yield from render.render_coverage(coverage, info)
     yield "api/schema/content.json", api.dumps(curated_json_schema())
-    yield from search() if search is not None else search_files(entries, info.upstream.repo)
-    for article in articles:
-        if article.id in unchanged:
-            yield f"errors/{article.id}/index.html", None
-            yield f"api/errors/{article.id}.json", None
-    yield from _render_errors(tuple(a for a in articles if a.id not in unchanged), info, jobs, found or {})
+    yield from search()
+    for error in sorted(unchanged):
+        yield f"errors/{error}/index.html", None
+        yield f"api/errors/{error}.json", None
+    yield from _render_errors(articles, info, jobs, found or {})
 
 
 def shared_files(

@@ -14,7 +14,7 @@ import math
 import re
 import tokenize
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 
 from generator import model
@@ -651,6 +651,15 @@ def with_excerpts(article: Article, excerpts: Mapping[tuple[str, int], tuple[Sni
     return replace(article, locations=locations)
 
 
+def aliases_of(ledger: Iterable[LedgerRecord]) -> dict[str, tuple[str, ...]]:
+    """The ids moved to each id, sorted, by id: what its page lists as its old ids."""
+    aliases: dict[str, list[str]] = defaultdict(list)
+    for record in ledger:
+        if record.status == "moved" and record.moved_to:
+            aliases[record.moved_to].append(record.id)
+    return {error: tuple(sorted(old)) for error, old in aliases.items()}
+
+
 def listed_articles(
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],
@@ -676,29 +685,31 @@ def derive_articles(
     pins: Mapping[str, Upstream] | None = None,
     triggers: Mapping[str, str | None] | None = None,
     mentions: Mapping[str, MentionParts] | None = None,
+    flags: frozenset[str] | None = None,
+    ids: Collection[str] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id, without
-    snippets and docstrings (`with_excerpts` adds them to the pages rendered).
+    snippets and docstrings (`with_excerpts` adds them to the pages rendered); with `ids`, only
+    the articles of those ids.
 
     `stale` maps an id to the revision its curated text was written for, when the code changed since;
     `pins` maps an id to the upstream revision its page names and links to (the last one at
     which its code changed), `upstream` being used for ids without one; `triggers` maps an id
     to its `derive_trigger` text when already known, `mentions` to its first site's
-    `mention_parts`.
+    `mention_parts`; `flags` are `known_flags` of all the entries when already known.
     """
     related = related if related is not None else related_errors(entries)
     stale = stale or {}
     pins = pins or {}
     titles = {entry.id: entry.title for entry in entries}
-    flags = known_flags(entries, mentions)
+    flags = flags if flags is not None else known_flags(entries, mentions)
     # One record per error linked to: each is linked from about five pages.
     links: dict[str, Related] = {}
-    aliases: dict[str, list[str]] = defaultdict(list)
-    for record in ledger:
-        if record.status == "moved" and record.moved_to:
-            aliases[record.moved_to].append(record.id)
+    aliases = aliases_of(ledger)
     articles = []
     for entry in entries:
+        if ids is not None and entry.id not in ids:
+            continue
         curated_entry = curated.get(entry.id)
         pinned = pins.get(entry.id, upstream)
         locations = tuple(Location(site, pinned.url(site.path, site.line), None, None) for site in entry.sites)
@@ -720,14 +731,14 @@ def derive_articles(
                 related=tuple(
                     links.get(other) or links.setdefault(other, Related(other, titles[other])) for other in related.get(entry.id, ())
                 ),
-                aliases=tuple(sorted(aliases.get(entry.id, ()))),
+                aliases=aliases.get(entry.id, ()),
                 stale=stale.get(entry.id),
                 upstream=pinned,
             )
         )
     active = {entry.id for entry in entries}
     for record in ledger:
-        if record.status == "active" or record.id in active:
+        if record.status == "active" or record.id in active or (ids is not None and record.id not in ids):
             continue
         target = record.moved_to if record.status == "moved" else None
         articles.append(

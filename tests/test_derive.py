@@ -246,33 +246,68 @@ def test_related_errors_of_the_kv4_error_are_about_platforms_or_kv_cache_dtypes(
     assert any("HiSparse" in title and "kv" in title.lower() for title in titles), titles
 
 
-def test_cached_triggers_equal_derived_ones_and_are_reused(tmp_path, monkeypatch):
-    from generator.build import cached_triggers
+@pytest.mark.real
+def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, tmp_path, monkeypatch):
+    """`derive_site` keeps what each article was derived from (`build.ArticleState`), and a
+    rebuild derives again only the articles whose inputs may have changed. Whatever changed,
+    every page digest and article must be what an empty cache gives: a deleted file, a message
+    reworded under the same id that others list as related, a new message naming a flag that
+    other errors' conditions would name, curated text, a pin, an alias, a stale revision and
+    a related list."""
+    from generator.build import PageManifest, derive_site
 
-    entries = group_sites(
-        tuple(
-            extract_source(
-                textwrap.dedent(
-                    """
-                    def check(cfg):
-                        if cfg.tp_size > 8:
-                            raise ValueError("tp too large")
-                        assert cfg.dtype in ("fp8", "fp4"), "bad dtype"
-                        raise RuntimeError("always")
-                    """
-                ).encode(),
-                "python/sglang/srt/x.py",
-            )
-        ),
-        "r/r",
-    )
-    expected = {entry.id: derive.derive_trigger(entry.sites[0]) for entry in entries}
-    assert cached_triggers(entries, tmp_path) == expected
-    # A warm cache answers without deriving; an input it has not seen is derived.
-    monkeypatch.setattr(derive, "derive_trigger", lambda site: "derived again")
-    assert cached_triggers(entries, tmp_path) == expected
-    moved = tuple(replace(entry, sites=(replace(entry.sites[0], function="other"),)) for entry in entries[:1])
-    assert cached_triggers(moved, tmp_path) == {entries[0].id: "derived again"}
+    repo = sglang.upstream.repo
+    info = render.SiteInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
+    before = group_sites(sglang.sites, repo)
+    ids = [entry.id for entry in before]
+    related = {error: (ids[(n + 1) % len(ids)], ids[(n + 7) % len(ids)]) for n, error in enumerate(ids)}
+    curated = load_curated(Path(__file__).parent.parent / "content", repo)
+    blobs = {file.path: file.blob_sha for file in sglang.files}
+
+    # The next revision. A message with a placeholder, reworded: the same id, another title.
+    reworded = next(site for site in sglang.sites if site.template and any(not isinstance(p, str) for p in site.template.parts))
+    parts = tuple(replace(p, expr=p.expr + "_now") if not isinstance(p, str) else p for p in reworded.template.parts)
+    sites = [replace(site, template=replace(site.template, parts=parts)) if site == reworded else site for site in sglang.sites]
+    # A file gone.
+    gone = next(path for path in sorted(blobs) if path != reworded.path and sum(s.path == path for s in sites) > 3)
+    sites = [site for site in sites if site.path != gone]
+    # A flag some error's conditions would name comes into the messages.
+    flags = derive.known_flags(before)
+    flag = next(f for site in sglang.sites if site.path != reworded.path for f in derive.mention_parts(site)[2] if f not in flags)
+    sites.append(replace(reworded, path="python/sglang/srt/new_flag.py", template=replace(reworded.template, parts=(f"set {flag} to go on",))))
+    after = group_sites(tuple(sorted(sites, key=lambda s: (s.path, s.line))), repo)
+    now = {**{path: sha for path, sha in blobs.items() if path != gone}, reworded.path: "changed", "python/sglang/srt/new_flag.py": "new"}
+    clean = [entry.id for entry in after if entry.sites[0].path not in (reworded.path, gone)]
+    assert reworded.id(repo) in {entry.id for entry in after}
+    # Curated text, a pin, an alias, a stale revision and a related list change elsewhere.
+    edited = dict(curated)
+    first = sorted(edited)[0]
+    edited[first] = replace(edited[first], explanation=edited[first].explanation + " More.")
+    pins = {clean[10]: replace(sglang.upstream, source="", revision="v0.0.1", date="2020-01-01T00:00:00Z", commit="")}
+    moved = LedgerRecord("00000000000000aa", "moved", "v1", "v2", "raise", "ValueError", "Old words", "python/sglang/x.py", 3, "f", moved_to=clean[20])
+    stale = {clean[30]: "v0.0.2"}
+    present = {entry.id for entry in after}
+    now_related = {error: tuple(o for o in related.get(error, (clean[0],)) if o in present) for error in present}
+    now_related[clean[40]] = (clean[41],)
+    listing = {error for error, others in now_related.items() if reworded.id(repo) in others}
+    assert not listing.isdisjoint(clean)
+
+    def derived(cache, entries, blobs, curated, ledger, related, stale, pins):
+        manifest = PageManifest(cache, tmp_path / "site", info)
+        return derive_site(sglang.upstream, entries, blobs, curated, ledger, cache, lambda: related, manifest, stale, pins)
+
+    derived(tmp_path / "cache", before, blobs, curated, (), related, {}, {})
+    read = []
+    trigger = derive.derive_trigger
+    monkeypatch.setattr(derive, "derive_trigger", lambda site: read.append(site) or trigger(site))
+    update = derived(tmp_path / "cache", after, now, edited, (moved,), now_related, stale, pins)
+    # Derived again: the changed files' errors, those listing the reworded one, those whose
+    # conditions name the new flag, and the five edited; not every error.
+    assert 0 < len(read) < len(after) / 4
+    fresh = derived(tmp_path / "fresh", after, now, edited, (moved,), now_related, stale, pins)
+    assert update.digests == fresh.digests
+    some = sorted(update.digests)[::50] + [reworded.id(repo), first, clean[10], clean[20], clean[30], clean[40], moved.id]
+    assert update.articles(some) == fresh.articles(some)
 
 
 @pytest.mark.real
