@@ -131,7 +131,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         site = derive_site(extraction.upstream, entries, blobs, curated, past.inactive, inputs.cache_dir, related, manifest, stale, pins)
         digests = site.digests
-        unchanged, hashes, spare = manifest.unchanged(digests), manifest.file_hashes(), manifest.spare_hashes()
+        hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
+        unchanged = manifest.unchanged(digests, hashes, spare)
         # Only the pages rendered again need their articles whole.
         articles = site.articles(digests.keys() - unchanged)
         found = page_excerpts(articles, highlighting, jobs)
@@ -628,21 +629,28 @@ class PageManifest:
             digests[article.id] = hashlib.sha256(payload).hexdigest()[:32]
         return digests
 
-    def unchanged(self, digests: Mapping[str, str]) -> frozenset[str]:
+    def unchanged(self, digests: Mapping[str, str], hashes: Mapping[str, str] | None = None, spare: Mapping[str, str] | None = None) -> frozenset[str]:
         """Ids whose page and document the output folder already holds as this build would
-        write them."""
+        write them. Given the digests of the site's files (`file_hashes`) and of the spare
+        tree's (`spare_hashes`), a file the spare holds as the site does is not looked for in
+        the site: that tree, brought up to date, becomes the new site (`write_site`)."""
         previous = self._last()
         if previous.get("salt") != self.salt or not isinstance(previous.get("pages"), dict):
             return frozenset()
         pages = previous["pages"]
+        hashes = hashes or {}
+        kept = spare if _reuses_spare(self.out, hashes, spare) else {}
         # Plain strings: pathlib's objects cost more than the 54,000 stat calls themselves.
         out = str(self.out)
+
+        def held(relative: str) -> bool:
+            digest = hashes.get(relative)
+            return (digest is not None and kept.get(relative) == digest) or os.path.isfile(f"{out}/{relative}")
+
         return frozenset(
             error
             for error, digest in digests.items()
-            if pages.get(error) == digest
-            and os.path.isfile(f"{out}/errors/{error}/index.html")
-            and os.path.isfile(f"{out}/api/errors/{error}.json")
+            if pages.get(error) == digest and held(f"errors/{error}/index.html") and held(f"api/errors/{error}.json")
         )
 
     def file_hashes(self) -> dict[str, str]:
@@ -847,7 +855,7 @@ def write_site(
     for stale in [*out.parent.glob(f".{out.name}.tmp-*"), *out.parent.glob(f".{out.name}.old-*")]:
         shutil.rmtree(stale, ignore_errors=True)
     kept = spare_of(out)
-    reuse = bool(previous) and spare is not None and kept.is_dir() and not kept.is_symlink() and out.is_dir()
+    reuse = _reuses_spare(out, previous, spare)
     try:
         if reuse:
             tree = kept
@@ -899,6 +907,13 @@ def write_site(
         _remove_in_background(old)
         return Written(total, written, hashes, None)
     return Written(total, written, hashes, dict(previous))
+
+
+def _reuses_spare(out: Path, previous: Mapping[str, str] | None, spare: Mapping[str, str] | None) -> bool:
+    """Whether `write_site` brings the spare tree up to date, given the digests of the site's
+    files (`previous`) and of the spare's (`spare`), rather than making a new tree."""
+    kept = spare_of(out)
+    return bool(previous) and spare is not None and kept.is_dir() and not kept.is_symlink() and out.is_dir()
 
 
 class _TreeWriter:

@@ -449,6 +449,30 @@ def test_builds_of_a_b_a_b_match_fresh_builds(tmp_path, revisions):
     assert tree(tmp_path / "fresh0" / "site") != tree(tmp_path / "fresh1" / "site")
 
 
+def test_pages_deleted_from_the_site_come_back_from_the_spare_or_rendered_again(tmp_path):
+    """A page the spare tree holds as it is is not looked for in the site (the spare becomes
+    the new site); one it does not hold, changed by the last build, must be rendered again.
+    Either way the site is whole."""
+    third = {"python/sglang/srt/third.py": 'def third(n):\n    if n:\n        raise KeyError("third")\n'}
+    revisions = (tmp_path / "upstream", make_repo(tmp_path / "upstream", [CODE, REWORDED, third]))
+    out, reference = tmp_path / "site", tmp_path / "reference"
+    for folder in (out.parent, reference):
+        (folder / "content").mkdir(parents=True, exist_ok=True)
+        build_into(revisions, 0, folder / "site", folder / "content", folder / "cache")
+        first = tree(folder / "site")
+        build_into(revisions, 1, folder / "site", folder / "content", folder / "cache")
+    build_into(revisions, 2, reference / "site", reference / "content", reference / "cache")
+    wait_for_spare(out)
+    pages = [path for path in [*(out / "errors").rglob("*.html"), *(out / "api" / "errors").glob("*.json")] if path.name != "index.json"]
+    # Pages of both kinds: some the spare (the first revision's site) holds as they are.
+    held = [path for path in pages if first.get(path.relative_to(out).as_posix()) == path.read_bytes()]
+    assert pages and held and len(held) < len(pages)
+    for path in pages:
+        path.unlink()
+    build_into(revisions, 2, out, out.parent / "content", out.parent / "cache")
+    assert tree(out) == tree(reference / "site")
+
+
 @pytest.mark.parametrize("change", ["deleted", "replaced"])
 def test_the_manifest_forgets_a_spare_folder_that_is_not_the_one_it_kept(tmp_path, revisions, change):
     out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
