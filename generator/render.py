@@ -73,6 +73,8 @@ def markdown(text: str | None) -> Markup:
     return Markup(_MARKDOWN.render(_clean(text)))
 
 
+# The characters `urllib.parse.quote` leaves as they are in a path.
+_UNQUOTED = re.compile(r"[A-Za-z0-9_.~/-]*")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 
 
@@ -520,7 +522,10 @@ def render_shared(
     yield "404.html", html_bytes(env.get_template("404.html").render(missing))
     sitemap.extend(f"errors/{a.id}/" for a in articles if a.status != "moved")
     base = info.base_url.rstrip("/") + "/"
-    urls = "".join(f"<url><loc>{escape(base + urllib.parse.quote(url))}</loc></url>\n" for url in sorted(sitemap))
+    # What `quote` leaves as it is needs no quoting, and what it gives needs no escaping: one
+    # check per path instead of both, for 27,000 error pages.
+    where = escape(base)
+    urls = "".join(f"<url><loc>{where}{url if _UNQUOTED.fullmatch(url) else urllib.parse.quote(url)}</loc></url>\n" for url in sorted(sitemap))
     yield "sitemap.xml", (
         '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n' + urls + "</urlset>\n"
     ).encode()

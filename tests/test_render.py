@@ -164,3 +164,12 @@ def test_schema_rejects_a_wrong_document():
 )
 def test_derived_markdown_matches_markdown_it(trigger):
     assert render.derived_markdown(trigger) == render.markdown(trigger)
+
+
+def test_sitemap_quotes_paths_that_need_it_and_escapes_the_base_url():
+    info = render.SiteInfo(UPSTREAM, "https://kb.example.org/a&b/", "https://example.org/report")
+    files = dict(render.render_shared((article(["Boom"], path="python/sglang/odd dir/é.py"),), info))
+    sitemap = files["sitemap.xml"].decode()
+    assert "<loc>https://kb.example.org/a&amp;b/errors/0123456789abcdef/</loc>" in sitemap
+    assert "<loc>https://kb.example.org/a&amp;b/modules/python/sglang/odd%20dir/</loc>" in sitemap
+    assert "odd dir" not in sitemap and "&b/" not in sitemap
