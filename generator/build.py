@@ -109,27 +109,33 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
             jobs,
             len(entries),
         )
-        # And what the excerpt cache lacks is highlighted on every core from now on: on a cold
-        # build, the costliest work, which now fills the time this process spends alone.
+        # So do the browse pages, which read only the entries, in a process of their own: they
+        # take about as long as this one's work until the pages are written.
+        info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
+        (browse,) = in_background([partial(browse_files, entries, info, inputs.cache_dir)], jobs, len(entries))
+        # What each page was derived from at the last build: the entries that may have changed
+        # since, and the files whose blobs did (None: no last build to compare with).
+        manifest = PageManifest(inputs.cache_dir, inputs.out, info)
+        state = read_cache(article_state_path(inputs.cache_dir), ArticleState) or ArticleState()
+        changed, new_files = state.changed(manifest.salt, entries, blobs)
+        # And what the excerpt cache lacks of those files is highlighted on every core from now
+        # on: on a cold build, the costliest work, which now fills the time this process spends
+        # alone.
         highlighting = Highlighting(source, entries, inputs.cache_dir)
         cleanup.callback(highlighting.close)
-        highlighting.start(jobs)
-        past = history.build_history(inputs.content, entries, extraction.upstream, blobs)
+        highlighting.start(jobs, new_files)
+        past = history.build_history(inputs.content, entries, extraction.upstream, blobs, state.codes_of(changed))
         pins = history.pinned_upstreams(past.records, extraction.upstream)
         written_here = load_content(inputs.content, extraction.upstream.repo, inputs.cache_dir)
         curated = history.carry_curated(written_here, past.records)
         by_id = {entry.id: entry for entry in entries}
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        # Home and browse pages and the API's index list errors by what needs no deriving
+        # Home, recent changes and the API's index list errors by what needs no deriving
         # (`derive.listed_articles`): rendered in another process from now on, while this one
         # derives the articles and digests their pages.
-        info = render.SiteInfo(extraction.upstream, inputs.base_url, inputs.report_url)
-        (shared,) = in_background(
-            [partial(listed_files, entries, curated, past.inactive, pins, info, past.changes, inputs.cache_dir)], jobs, len(entries)
-        )
-        manifest = PageManifest(inputs.cache_dir, inputs.out, info)
-        site = derive_site(extraction.upstream, entries, blobs, curated, past.inactive, inputs.cache_dir, related, manifest, stale, pins)
+        (shared,) = in_background([partial(listed_files, entries, curated, past.inactive, pins, info, past.changes)], jobs, len(entries))
+        site = derive_site(state, changed, extraction.upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins)
         digests = site.digests
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(digests, hashes, spare)
@@ -141,7 +147,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         manifest.clear()
         stamp.clear()
         coverage = audit.coverage(entries, (k for k in curated if k in by_id))
-        files = site_files(articles, unchanged, info, shared, search, coverage, jobs, found)
+        files = site_files(articles, unchanged, info, [browse, shared, search], coverage, jobs, found)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
         if written.spare is None:
@@ -232,12 +238,18 @@ def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict
     return load_curated(folder, repo, cache_dir)
 
 
+def article_state_path(cache_dir: Path) -> Path:
+    return entries_state_path(cache_dir, "articles", derive.__file__)
+
+
 def derive_site(
+    state: ArticleState,
+    changed: set[str],
     upstream: Upstream,
     entries: tuple[ErrorEntry, ...],
     blobs: Mapping[str, str],
     curated: Mapping[str, Curated],
-    ledger: tuple[LedgerRecord, ...],
+    past: history.BuildHistory,
     cache_dir: Path,
     related: Callable[[], Mapping[str, tuple[str, ...]]],
     manifest: PageManifest,
@@ -245,13 +257,12 @@ def derive_site(
     pins: Mapping[str, Upstream] | None = None,
 ) -> DerivedSite:
     """Every article's page digest (`PageManifest.digests`), deriving again only the articles
-    whose inputs changed since the last build (`ArticleState`, kept in the cache); and the
-    means to derive any article (`DerivedSite.articles`). `related` waits for the ranking:
-    related ids by id. Articles come without snippets and docstrings: `joined` adds them to
-    those whose pages are rendered."""
-    path = entries_state_path(cache_dir, "articles", derive.__file__)
-    state = read_cache(path, ArticleState) or ArticleState()
-    changed = state.changed(manifest.salt, entries, blobs)
+    whose inputs changed since the last build (`state`, which found the `changed` entries, is
+    saved in the cache); and the means to derive any article (`DerivedSite.articles`).
+    `related` waits for the ranking: related ids by id. Articles come without snippets and
+    docstrings: `joined` adds them to those whose pages are rendered."""
+    ledger = past.inactive
+    state.codes = {error: record.code for error, record in past.records.items() if record.status == "active" and record.code}
     site = DerivedSite(upstream, entries, curated, ledger, stale or {}, pins or {})
     # Read from the changed entries before the ranking is asked for: it may still be under way
     # in the background meanwhile.
@@ -261,7 +272,7 @@ def derive_site(
     dirty = state.dirty(changed, retitled, curated, ledger, site.related, site.stale, site.pins, upstream)
     digests = manifest.digests(site.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(site.ids)}
-    write_cache(path, pickle.dumps(state, protocol=5))
+    write_cache(article_state_path(cache_dir), pickle.dumps(state, protocol=5))
     site.digests = state.digests
     return site
 
@@ -339,17 +350,28 @@ class ArticleState:
         self.inputs: dict[str, str] = {}
         self.curated: dict[str, Curated] = {}
         self.digests: dict[str, str] = {}
+        # The ledger's code fingerprint of each active error (`history.code_fingerprint`).
+        self.codes: dict[str, str] = {}
 
-    def changed(self, salt: str, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str]) -> set[str]:
+    def changed(self, salt: str, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str]) -> tuple[set[str], set[str] | None]:
         """The ids whose entries may have changed since the last build, the entries being
         extracted from `blobs` (path -> blob sha) and their pages digested under the page
-        manifest's `salt`: all of them when the state knows another salt, or nothing."""
+        manifest's `salt`, and the paths whose blobs changed; all of them (and None for the
+        paths) when the state knows another salt, or nothing."""
+        files = None
         if salt != self.salt or self.blobs is None:
             self.__init__()
             self.salt = salt
+        else:
+            files = {path for path, blob in blobs.items() if self.blobs.get(path) != blob}
         changed = model.changed_errors(self.paths, self.blobs or {}, entries, blobs)
         self.blobs = dict(blobs)
-        return changed
+        return changed, files
+
+    def codes_of(self, changed: set[str]) -> dict[str, str]:
+        """The code fingerprints the last build's ledger gave the errors not `changed`: their
+        sites, and the blobs of their files, are the same."""
+        return {error: code for error, code in self.codes.items() if error not in changed}
 
     def update_entries(
         self, entries: tuple[ErrorEntry, ...], changed: set[str], mentions: Mapping[str, derive.MentionParts]
@@ -492,36 +514,35 @@ def site_files(
     articles: tuple[Article, ...],
     unchanged: Iterable[str],
     info: render.SiteInfo,
-    shared: Callable[[], Iterable[tuple[str, bytes]]],
-    search: Callable[[], Iterable[tuple[str, bytes]]],
+    made: Iterable[Callable[[], Iterable[tuple[str, bytes]]]],
     coverage: audit.Coverage,
     jobs: int | None = None,
     found: Mapping[str, Excerpts] | None = None,
 ) -> Iterator[tuple[str, bytes | None]]:
-    """Every file of the site: the shared pages and the search index (`shared` and `search`
-    give them, made elsewhere: `in_background`), and each error's page and document. The
-    pages of `articles` are rendered on every core, joined to the excerpts of their files
-    (`found`, by path: `page_excerpts`); those of `unchanged` ids come as `None`, meaning
-    "the previous build's file"."""
-    yield from shared()
+    """Every file of the site: the browse and shared pages and the search index (`made` gives
+    them, made elsewhere: `in_background`), the coverage pages, and each error's page and
+    document. The pages of `articles` are rendered on every core, joined to the excerpts of
+    their files (`found`, by path: `page_excerpts`); those of `unchanged` ids come as `None`,
+    meaning "the previous build's file"."""
+    for files in made:
+        yield from files()
     yield from render.render_coverage(coverage, info)
     yield "api/schema/content.json", api.dumps(curated_json_schema())
-    yield from search()
     for error in sorted(unchanged):
         yield f"errors/{error}/index.html", None
         yield f"api/errors/{error}.json", None
     yield from _render_errors(articles, info, jobs, found or {})
 
 
-def shared_files(
-    articles: tuple[Article, ...], info: render.SiteInfo, changes: tuple[Change, ...], cache_dir: Path | None = None
-) -> list[tuple[str, bytes]]:
-    """`render.render_shared` as a list, to be made in another process; with `cache_dir`,
-    browse pages whose context did not change since the last build are not rendered again."""
+def browse_files(entries: tuple[ErrorEntry, ...], info: render.SiteInfo, cache_dir: Path | None = None) -> list[tuple[str, bytes]]:
+    """`render.render_browse` of the entries alone, as a list, to be made in another process:
+    the browse pages read no curated text and no ledger. With `cache_dir`, pages whose context
+    did not change since the last build are not rendered again (`PageMemo`)."""
+    articles = derive.listed_articles(entries, {}, info.upstream)
     if cache_dir is None:
-        return list(render.render_shared(articles, info, changes))
+        return list(render.render_browse(articles, info))
     memo = PageMemo(cache_dir / "browse" / f"{render.templates_digest()}.pickle")
-    files = list(render.render_shared(articles, info, changes, listed=memo.render))
+    files = list(render.render_browse(articles, info, listed=memo.render))
     memo.save()
     return files
 
@@ -533,11 +554,12 @@ def listed_files(
     pins: Mapping[str, Upstream],
     info: render.SiteInfo,
     changes: tuple[Change, ...],
-    cache_dir: Path | None = None,
 ) -> list[tuple[str, bytes]]:
-    """`shared_files` of `derive.listed_articles`: the same files as of the full articles,
-    without waiting for them."""
-    return shared_files(derive.listed_articles(entries, curated, info.upstream, ledger, pins), info, changes, cache_dir)
+    """`render.render_shared` of `derive.listed_articles`, but the browse pages (`browse_files`),
+    as a list, to be made in another process: the same files as of the full articles, without
+    waiting for them."""
+    articles = derive.listed_articles(entries, curated, info.upstream, ledger, pins)
+    return list(render.render_shared(articles, info, changes, browse=False))
 
 
 class PageMemo:

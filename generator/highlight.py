@@ -284,12 +284,15 @@ class ExcerptCache:
         write_cache(self._path(key), json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def requests_of(entries: tuple[ErrorEntry, ...]) -> dict[str, Request]:
-    """What each file must give: the snippet range and function of every site in it."""
+def requests_of(entries: tuple[ErrorEntry, ...], paths: Collection[str] | None = None) -> dict[str, Request]:
+    """What each file (of `paths`, or every one) must give: the snippet range and function of
+    every site in it."""
     ranges: dict[str, set[tuple[int, int]]] = defaultdict(set)
     functions: dict[str, set[tuple[int, str]]] = defaultdict(set)
     for entry in entries:
         for site in entry.sites:
+            if paths is not None and site.path not in paths:
+                continue
             ranges[site.path].add((site.snippet_start, site.snippet_end))
             if site.function:
                 functions[site.path].add((site.line, site.function))
@@ -314,17 +317,29 @@ class Highlighting:
 
     def __init__(self, source: Source, entries: tuple[ErrorEntry, ...], cache_dir: Path) -> None:
         self.source = source
+        self.entries = entries
         self.cache = ExcerptCache(cache_dir, excerpter_version())
         self.files: dict[str, SourceFile] = {file.path: file for file in source.files()}
-        self.requests = requests_of(entries)
-        self.keys = {path: request.key(self.files[path].blob_sha) for path, request in self.requests.items()}
+        # What each file must give, and its key in the cache: worked out as they are asked for.
+        self.requests: dict[str, Request] = {}
+        self.keys: dict[str, str] = {}
         self._pending: dict[str, tuple[Future, int]] = {}
         self._pool: ProcessPoolExecutor | None = None
 
-    def start(self, jobs: int | None = None) -> None:
-        """Begin highlighting every file whose excerpts the cache lacks, in worker processes."""
+    def ask(self, paths: Collection[str] | None = None) -> list[str]:
+        """The files among `paths` (None: all) that have sites, sorted, with their requests
+        and keys worked out."""
+        new = requests_of(self.entries, None if paths is None else {path for path in paths if path not in self.requests})
+        for path, request in new.items():
+            self.requests[path] = request
+            self.keys[path] = request.key(self.files[path].blob_sha)
+        return sorted(self.requests if paths is None else (path for path in paths if path in self.requests))
+
+    def start(self, jobs: int | None = None, paths: Collection[str] | None = None) -> None:
+        """Begin highlighting every file (or every one of `paths`: those whose blobs are new
+        since the last build, say) whose excerpts the cache lacks, in worker processes."""
         jobs = jobs or os.cpu_count() or 1
-        missing = [path for path in self.requests if not self.cache.has(self.keys[path])]
+        missing = [path for path in self.ask(paths) if not self.cache.has(self.keys[path])]
         if jobs == 1 or len(missing) < 16:
             return
         # Spawned, not forked: this process goes on building large records meanwhile, and
@@ -364,7 +379,7 @@ def excerpts_of(made: Highlighting, paths: Collection[str], jobs: int | None = N
     """The excerpts of the files at `paths` that have requests: taken from the workers `made`
     started, or the cache, the rest highlighted here on every core. `made` is closed after."""
     try:
-        wanted = [path for path in made.requests if path in paths]
+        wanted = made.ask(paths)
         progress = Progress("highlight", len(wanted))
         found: dict[str, Excerpts] = {}
         missing: list[str] = []

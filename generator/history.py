@@ -180,15 +180,18 @@ def update_ledger(
     entries: tuple[ErrorEntry, ...],
     upstream: Upstream,
     blobs: Mapping[str, str] | None = None,
+    codes: Mapping[str, str] | None = None,
 ) -> LedgerUpdate:
     """Fold one revision's errors into the ledger: new ids are added, ids seen again stay
     active, vanished ids are paired with new ones as rewordings (aliases) or retired.
 
     `blobs` maps each upstream path to its blob sha; with it, each record's `code` says where
-    its code is, and its pin (`pinned`, `pinned_date`) stays at the revision where that last
-    changed, so its page and links stay the same until then."""
+    its code is (`code_fingerprint`, or `codes` by id where already known), and its pin
+    (`pinned`, `pinned_date`) stays at the revision where that last changed, so its page and
+    links stay the same until then."""
     revision = upstream.revision
     blobs = blobs or {}
+    codes = codes or {}
     current = {entry.id: entry for entry in entries}
     records: dict[str, LedgerRecord] = {}
     changes: list[Change] = []
@@ -204,7 +207,7 @@ def update_ledger(
     reworded_to = set(pairs.values())
     for entry in entries:
         old = previous.get(entry.id)
-        record = _record_of(entry, upstream, old, blobs)
+        record = _record_of(entry, upstream, old, blobs, codes.get(entry.id))
         records[entry.id] = record
         if (old is None or old.status != "active") and entry.id not in reworded_to:
             change(entry.id, "added", entry.title)
@@ -236,10 +239,10 @@ def update_ledger(
     return LedgerUpdate(records, tuple(sorted(changes, key=lambda c: (c.change, c.id))))
 
 
-def _record_of(entry: ErrorEntry, upstream: Upstream, old: LedgerRecord | None, blobs: Mapping[str, str]) -> LedgerRecord:
+def _record_of(entry: ErrorEntry, upstream: Upstream, old: LedgerRecord | None, blobs: Mapping[str, str], code: str | None = None) -> LedgerRecord:
     site = entry.sites[0]
     revision = upstream.revision
-    code = code_fingerprint(entry, blobs)
+    code = code or code_fingerprint(entry, blobs)
     if old is not None and old.code == code and old.pinned:
         pinned, pinned_date = old.pinned, old.pinned_date
     else:
@@ -436,12 +439,17 @@ class BuildHistory:
 
 
 def build_history(
-    content: Path, entries: tuple[ErrorEntry, ...], upstream: Upstream, blobs: Mapping[str, str] | None = None
+    content: Path,
+    entries: tuple[ErrorEntry, ...],
+    upstream: Upstream,
+    blobs: Mapping[str, str] | None = None,
+    codes: Mapping[str, str] | None = None,
 ) -> BuildHistory:
     """Fold this revision into the ledger stored in `content/` (read, not yet written);
-    `blobs` maps each upstream path to its blob sha (see `update_ledger`)."""
+    `blobs` maps each upstream path to its blob sha, `codes` ids to their code fingerprints
+    where already known (see `update_ledger`)."""
     lines: dict[str, tuple[tuple, str]] = {}
-    update = update_ledger(load_ledger(content, lines), entries, upstream, blobs)
+    update = update_ledger(load_ledger(content, lines), entries, upstream, blobs, codes)
     inactive = tuple(
         replace(record, moved_to=resolve(update.records, record.id)) if record.status == "moved" else record
         for _, record in sorted(update.records.items())

@@ -14,7 +14,7 @@ import posixpath
 import re
 import urllib.parse
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -355,9 +355,8 @@ def _entry_link(article: Article, root: str) -> tuple[str, str, str]:
     return (f"{root}errors/{article.id}/", shorten(article.title), where)
 
 
-def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
-    """A page per folder of upstream holding errors: its subfolders with counts, then its
-    files' errors. The root folder's page is the module index."""
+def _module_folders(articles: Iterable[Article]) -> tuple[dict[str, list[Article]], dict[str, set[str]], dict[str, set[str]]]:
+    """The active errors of each file, and of each folder (by id) with its subfolders."""
     # An error is listed under every file that raises it, since each of its pages' locations
     # links to its file's folder; a folder counts each error once.
     by_file: dict[str, list[Article]] = defaultdict(list)
@@ -376,12 +375,23 @@ def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tupl
                 break
             children[parent].add(folder)
             folder = parent
+    return by_file, under, children
+
+
+def _module_path(folder: str) -> str:
+    return f"modules/{folder}/index.html" if folder else "modules/index.html"
+
+
+def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+    """A page per folder of upstream holding errors: its subfolders with counts, then its
+    files' errors. The root folder's page is the module index."""
+    by_file, under, children = _module_folders(articles)
     files_in: dict[str, list[str]] = defaultdict(list)
     for path in by_file:
         files_in[posixpath.dirname(path)].append(path)
     counts = Counter({folder: len(ids) for folder, ids in under.items()})
     for folder in sorted(counts):
-        path = f"modules/{folder}/index.html" if folder else "modules/index.html"
+        path = _module_path(folder)
         root = _root(path)
         total = counts[folder]
         crumbs, parts = [], folder.split("/") if folder else []
@@ -402,12 +412,32 @@ def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tupl
         )
 
 
-def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
-    """The index of exception types with counts, and a page per type listing its errors."""
+def _raised_types(articles: Iterable[Article]) -> dict[str, list[Article]]:
     by_type: dict[str, list[Article]] = defaultdict(list)
     for article in articles:
         if article.status == "active":
             by_type[article.exception or "unknown"].append(article)
+    return by_type
+
+
+def _gone_types(articles: Iterable[Article], raised: Collection[str]) -> dict[str, list[Article]]:
+    """Exception types only errors no longer raised had: a retired or reworded error's page
+    links its exception type too, even when no error raises that type any more."""
+    gone: dict[str, list[Article]] = defaultdict(list)
+    for article in articles:
+        if article.status != "active" and (article.exception or "unknown") not in raised:
+            gone[article.exception or "unknown"].append(article)
+    return gone
+
+
+def _exception_path(name: str) -> str:
+    return f"exceptions/{exception_slug(name)}/index.html"
+
+
+def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+    """The index of the exception types raised, with counts, and a page per type listing its
+    errors."""
+    by_type = _raised_types(articles)
     path = "exceptions/index.html"
     page = _page(path, info, "Errors by exception type", f"SGLang errors grouped by exception type: {len(by_type)} types.")
     yield path, ListPage(
@@ -419,7 +449,7 @@ def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[t
         groups=[],
     )
     for name, members in sorted(by_type.items()):
-        path = f"exceptions/{exception_slug(name)}/index.html"
+        path = _exception_path(name)
         root = _root(path)
         page = _page(path, info, f"{name} errors", f"{len(members)} SGLang errors that raise {name}.")
         by_module: dict[str, list[Article]] = defaultdict(list)
@@ -433,14 +463,12 @@ def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[t
             folders=[],
             groups=[(module, [_entry_link(a, root) for a in sorted(group, key=lambda a: a.id)]) for module, group in sorted(by_module.items())],
         )
-    # A retired or reworded error's page links its exception type too, even when no error
-    # raises that type any more.
-    gone: dict[str, list[Article]] = defaultdict(list)
-    for article in articles:
-        if article.status != "active" and (article.exception or "unknown") not in by_type:
-            gone[article.exception or "unknown"].append(article)
-    for name, members in sorted(gone.items()):
-        path = f"exceptions/{exception_slug(name)}/index.html"
+
+
+def gone_exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+    """A page per exception type that only errors no longer raised had (`_gone_types`)."""
+    for name, members in sorted(_gone_types(articles, _raised_types(articles)).items()):
+        path = _exception_path(name)
         root = _root(path)
         page = _page(path, info, f"{name} errors", f"SGLang no longer raises {name}; {len(members)} errors did.")
         yield path, ListPage(
@@ -480,18 +508,49 @@ def html_bytes(html: str) -> bytes:
     return html.replace("\0", "\ufffd").encode("utf-8")
 
 
+def render_browse(
+    articles: tuple[Article, ...],
+    info: SiteInfo,
+    env: jinja2.Environment | None = None,
+    listed: Callable[[jinja2.Template, ListPage], bytes] | None = None,
+) -> Iterator[tuple[str, bytes]]:
+    """The browse pages of the errors raised: a page per folder (`module_pages`) and per
+    exception type (`exception_pages`). They read only the active articles' ids, titles and
+    sites: they can be rendered from the entries alone, before the ledger is read. `listed`
+    renders a page from its template and context (see `render_shared`)."""
+    env = env or environment()
+    listed = listed or _listed
+    template = env.get_template("list.html")
+    for path, context in [*module_pages(articles, info), *exception_pages(articles, info)]:
+        yield path, listed(template, context)
+
+
+def browse_paths(articles: tuple[Article, ...]) -> set[str]:
+    """The paths of every browse page: those `render_browse` renders, and the pages of the
+    exception types only errors no longer raised had."""
+    _, under, _ = _module_folders(articles)
+    raised = _raised_types(articles)
+    return {*map(_module_path, under), "exceptions/index.html", *map(_exception_path, [*raised, *_gone_types(articles, raised)])}
+
+
+def _listed(template: jinja2.Template, context: ListPage) -> bytes:
+    return html_bytes(template.render(context))
+
+
 def render_shared(
     articles: tuple[Article, ...],
     info: SiteInfo,
     changes: tuple[Change, ...] = (),
     env: jinja2.Environment | None = None,
     listed: Callable[[jinja2.Template, ListPage], bytes] | None = None,
+    browse: bool = True,
 ) -> Iterator[tuple[str, bytes]]:
-    """Home, browse pages, recent changes, 404, sitemap, robots, redirects and the API's
-    index, schema and change list. `listed` renders a browse page from its template and
-    context, when the caller keeps pages already rendered (`generator.build.PageMemo`)."""
+    """Home, browse pages (without `browse`, only those of exception types no longer raised:
+    the rest come from `render_browse`), recent changes, 404, sitemap, robots, redirects and
+    the API's index, schema and change list. `listed` renders a browse page from its template
+    and context, when the caller keeps pages already rendered (`generator.build.PageMemo`)."""
     env = env or environment()
-    listed = listed or (lambda template, context: html_bytes(template.render(context)))
+    listed = listed or _listed
     active = [a for a in articles if a.status == "active"]
     home = _page("index.html", info, "SGLang error knowledge base", "Paste an SGLang error message or traceback to find what it means and how to fix it.")
     yield "index.html", env.get_template("home.html").render(
@@ -505,11 +564,12 @@ def render_shared(
             curated=[(f"errors/{a.id}/", shorten(a.title)) for a in active if a.curated],
         )
     ).encode()
+    if browse:
+        yield from render_browse(articles, info, env, listed)
     list_template = env.get_template("list.html")
-    sitemap = ["", "modules/", "exceptions/", "changes/", "coverage/"]
-    for path, context in [*module_pages(articles, info), *exception_pages(articles, info)]:
+    for path, context in gone_exception_pages(articles, info):
         yield path, listed(list_template, context)
-        sitemap.append(path[: -len("index.html")])
+    sitemap = {"", "modules/", "exceptions/", "changes/", "coverage/", *(path[: -len("index.html")] for path in browse_paths(articles))}
     changes_page = _page("changes/index.html", info, "Recent changes", "Errors added, reworded, moved or retired in recent SGLang revisions.", "../api/changes.json")
     ordered = sorted(changes, key=lambda c: (c.date, c.revision, c.id), reverse=True)
     titles = {a.id: a.title for a in articles}
@@ -520,7 +580,7 @@ def render_shared(
     # A 404 page is served at any depth, so its links cannot be relative: it uses the base URL.
     missing["root"] = info.base_url.rstrip("/") + "/"
     yield "404.html", html_bytes(env.get_template("404.html").render(missing))
-    sitemap.extend(f"errors/{a.id}/" for a in articles if a.status != "moved")
+    sitemap.update(f"errors/{a.id}/" for a in articles if a.status != "moved")
     base = info.base_url.rstrip("/") + "/"
     # What `quote` leaves as it is needs no quoting, and what it gives needs no escaping: one
     # check per path instead of both, for 27,000 error pages.

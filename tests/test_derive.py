@@ -254,7 +254,9 @@ def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, t
     reworded under the same id that others list as related, a new message naming a flag that
     other errors' conditions would name, curated text, a pin, an alias, a stale revision and
     a related list."""
-    from generator.build import PageManifest, derive_site
+    from generator.build import ArticleState, PageManifest, article_state_path, derive_site
+    from generator.files import read_cache
+    from generator.history import BuildHistory
 
     repo = sglang.upstream.repo
     info = render.SiteInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
@@ -294,7 +296,10 @@ def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, t
 
     def derived(cache, entries, blobs, curated, ledger, related, stale, pins):
         manifest = PageManifest(cache, tmp_path / "site", info)
-        return derive_site(sglang.upstream, entries, blobs, curated, ledger, cache, lambda: related, manifest, stale, pins)
+        state = read_cache(article_state_path(cache), ArticleState) or ArticleState()
+        changed, _ = state.changed(manifest.salt, entries, blobs)
+        past = BuildHistory({}, ledger, ())
+        return derive_site(state, changed, sglang.upstream, entries, blobs, curated, past, cache, lambda: related, manifest, stale, pins)
 
     derived(tmp_path / "cache", before, blobs, curated, (), related, {}, {})
     read = []
@@ -313,15 +318,26 @@ def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, t
 @pytest.mark.real
 def test_listed_articles_give_the_shared_pages_of_the_full_articles(sglang):
     """A build renders home, browse pages and the API's index from `listed_articles` while it
-    derives the full articles: every one of those files must be what the full ones give."""
+    derives the full articles, the browse pages from the entries alone: every one of those
+    files must be what the full articles give."""
+    from generator.build import browse_files, listed_files
+
     entries = group_sites(sglang.sites, sglang.upstream.repo)
     curated = load_curated(Path(__file__).parent.parent / "content", sglang.upstream.repo)
     assert curated and any(entry.id in curated for entry in entries)
     # A ledger with a retired and a moved error, whose articles come from their records.
     retired = LedgerRecord("00000000000000bb", "retired", "v1", "v2", "raise", "ValueError", "Gone now", "python/sglang/y.py", 9, "g", retired_in="v3")
     moved = LedgerRecord("00000000000000aa", "moved", "v1", "v2", "raise", "ValueError", "Old <words>", "python/sglang/x.py", 3, "f", moved_to=entries[0].id)
+    # And one whose exception type no error raises any more, which has a browse page.
+    gone = LedgerRecord("00000000000000cc", "retired", "v1", "v2", "raise", "GoneError", "Gone too", "python/sglang/z.py", 4, "h", retired_in="v3")
+    ledger = (retired, moved, gone)
     info = render.SiteInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
-    full = derive.derive_articles(entries, curated, sglang.upstream, (retired, moved))
-    listed = derive.listed_articles(entries, curated, sglang.upstream, (retired, moved))
+    full = derive.derive_articles(entries, curated, sglang.upstream, ledger)
+    listed = derive.listed_articles(entries, curated, sglang.upstream, ledger)
     assert any(article.trigger or article.mentions or article.related for article in full)
-    assert dict(render.render_shared(listed, info)) == dict(render.render_shared(full, info))
+    expected = dict(render.render_shared(full, info))
+    assert dict(render.render_shared(listed, info)) == expected
+    assert "exceptions/GoneError/index.html" in expected
+    # A build renders the browse pages from the entries alone, and the rest apart.
+    pieces = [*browse_files(entries, info), *listed_files(entries, curated, ledger, {}, info, ())]
+    assert len(pieces) == len(expected) and dict(pieces) == expected
