@@ -12,9 +12,9 @@ import re
 
 from ruamel.yaml.comments import CommentedMap
 
-from generator.content import yaml_round_trip
 from generator.errors import ContentError
 from generator.model import ErrorEntry, Upstream
+from generator.schema import yaml_round_trip
 
 _STAMPED = ("fingerprint", "written_for", "review")
 

@@ -31,7 +31,6 @@ from functools import partial
 from pathlib import Path
 
 from generator import api, audit, derive, history, model, render
-from generator.content import curated_json_schema
 from generator.config import Config
 from generator.errors import BuildError
 from generator.files import read_cache, write_cache
@@ -39,6 +38,7 @@ from generator.highlight import Excerpts, Highlighting, excerpter_version, excer
 from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord, Problem, Related, Upstream, group_sites, record
 from generator.pipeline import extract_upstream, extractor_version
 from generator.progress import Progress
+from generator.schema import curated_json_schema
 from generator.spare import make_later as make_spare_later, spare_of, wait as wait_for_spare
 from generator.upstream import Source, open_source
 

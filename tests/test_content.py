@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from generator.content import (
-    curated_json_schema,
-    load_curated,
-    parse_curated,
-    read_content,
-    template_key,
-)
+from generator.content import load_curated, read_content, template_key
 from generator.errors import ContentError
+from generator.schema import curated_json_schema, parse_curated
 
 DATA = Path(__file__).parent / "data" / "content"
 KV4 = "78ce936e309db402"
@@ -194,7 +189,7 @@ def test_readme_example_is_a_valid_entry():
 
 
 def test_a_build_cache_skips_parsing_unchanged_files_and_parses_edited_ones(tmp_path, monkeypatch):
-    import generator.content as content
+    import generator.schema as schema
 
     folder, cache = tmp_path / "content", tmp_path / "cache"
     (folder / "errors").mkdir(parents=True)
@@ -203,8 +198,8 @@ def test_a_build_cache_skips_parsing_unchanged_files_and_parses_edited_ones(tmp_
     first = read_content(folder, cache_dir=cache)
     assert read_content(folder) == first
     parsed = []
-    real = content.parse_curated
-    monkeypatch.setattr(content, "parse_curated", lambda text, path, repo: parsed.append(path) or real(text, path, repo))
+    real = schema.parse_curated
+    monkeypatch.setattr(schema, "parse_curated", lambda text, path, repo: parsed.append(path) or real(text, path, repo))
     # Unchanged: valid entries and the problems of invalid files both come from the cache.
     assert read_content(folder, cache_dir=cache) == first and parsed == []
     (folder / "errors" / f"{KV4}.yaml").write_text(VALID.replace("Use fp8", "Use an fp8 KV cache"))

@@ -9,8 +9,9 @@ from generator.audit import fingerprints
 from generator.authoring import restamp
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
-from generator.content import ERRORS_FOLDER, format_problems, parse_curated
+from generator.content import ERRORS_FOLDER, format_problems
 from generator.errors import ContentError, ErrorkbError
+from generator.schema import parse_curated
 
 
 def add_parser(subcommands) -> None:
