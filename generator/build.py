@@ -28,6 +28,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import fields, replace
 from functools import partial
+from importlib.metadata import version as package_version
+from importlib.util import find_spec
 from pathlib import Path
 
 from generator import api, audit, derive, history, model, render
@@ -38,7 +40,6 @@ from generator.highlight import Excerpts, Highlighting, excerpter_version, excer
 from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord, Problem, Related, Upstream, group_sites, record
 from generator.pipeline import extract_upstream, extractor_version
 from generator.progress import Progress
-from generator.schema import curated_json_schema
 from generator.spare import make_later as make_spare_later, spare_of, wait as wait_for_spare
 from generator.upstream import Source, open_source
 
@@ -147,7 +148,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         manifest.clear()
         stamp.clear()
         coverage = audit.coverage(entries, (k for k in curated if k in by_id))
-        files = site_files(articles, unchanged, info, [browse, shared, search], coverage, jobs, found)
+        files = site_files(articles, unchanged, info, [browse, shared, search], coverage, jobs, found, inputs.cache_dir)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
         if written.spare is None:
@@ -518,20 +519,39 @@ def site_files(
     coverage: audit.Coverage,
     jobs: int | None = None,
     found: Mapping[str, Excerpts] | None = None,
+    cache_dir: Path | None = None,
 ) -> Iterator[tuple[str, bytes | None]]:
     """Every file of the site: the browse and shared pages and the search index (`made` gives
     them, made elsewhere: `in_background`), the coverage pages, and each error's page and
     document. The pages of `articles` are rendered on every core, joined to the excerpts of
     their files (`found`, by path: `page_excerpts`); those of `unchanged` ids come as `None`,
-    meaning "the previous build's file"."""
+    meaning "the previous build's file". `cache_dir` is where the content schema is kept
+    (`content_schema`)."""
     for files in made:
         yield from files()
     yield from render.render_coverage(coverage, info)
-    yield "api/schema/content.json", api.dumps(curated_json_schema())
+    yield "api/schema/content.json", api.dumps(content_schema(cache_dir))
     for error in sorted(unchanged):
         yield f"errors/{error}/index.html", None
         yield f"api/errors/{error}.json", None
     yield from _render_errors(articles, info, jobs, found or {})
+
+
+def content_schema(cache_dir: Path | None = None) -> dict:
+    """`schema.curated_json_schema`, kept in `cache_dir` under a digest of the schema's code and
+    pydantic's version: making it imports pydantic and builds the schema's classes (0.2 s),
+    which a build whose content files are all cached (`content.ParsedFiles`) otherwise skips."""
+    if cache_dir is not None:
+        code = [find_spec("generator.schema").origin, package_version("pydantic")]
+        path = cache_dir / "schema" / f"{code_digest(code)}.pickle"
+        document = read_cache(path, dict)
+        if document is None:
+            document = content_schema()
+            write_cache(path, pickle.dumps(document, protocol=5))
+        return document
+    from generator import schema
+
+    return schema.curated_json_schema()
 
 
 def browse_files(entries: tuple[ErrorEntry, ...], info: render.SiteInfo, cache_dir: Path | None = None) -> list[tuple[str, bytes]]:

@@ -113,6 +113,21 @@ def test_two_builds_are_byte_identical_and_a_rebuild_keeps_mtimes(tmp_path, repo
     assert tree(tmp_path / "one") == tree(tmp_path / "two")
 
 
+def test_the_content_schema_is_kept_in_the_cache_and_made_again_when_unreadable(tmp_path, monkeypatch):
+    from generator import schema
+    from generator.build import content_schema
+
+    made = schema.curated_json_schema()
+    assert content_schema(tmp_path) == made
+    (kept,) = (tmp_path / "schema").iterdir()
+    with monkeypatch.context() as patched:
+        patched.setattr(schema, "curated_json_schema", lambda: pytest.fail("made again, though kept"))
+        assert content_schema(tmp_path) == made
+    kept.write_bytes(b"not a pickle")
+    assert content_schema(tmp_path) == made
+    assert kept.read_bytes() != b"not a pickle"
+
+
 def test_a_build_that_fails_midway_leaves_the_previous_site_whole(tmp_path):
     out = tmp_path / "site"
     write_site([("index.html", b"old"), ("a/b.txt", b"kept")], out)
