@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -17,7 +19,7 @@ from generator.cli import main
 from generator.config import Config
 from generator.errors import BuildError
 from generator.history import load_ledger, write_history
-from generator.model import Change, LedgerRecord
+from generator.model import Change, LedgerRecord, error_id
 from tests.conftest import make_repo
 
 CODE = {
@@ -196,6 +198,26 @@ def test_build_command(tmp_path, repo, capsys):
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "no such revision" in err
     assert (tmp_path / "out/index.html").is_file()
+
+
+def test_a_build_whose_content_files_are_cached_imports_neither_pydantic_nor_ruamel(tmp_path, repo):
+    root, shas = repo
+    (tmp_path / "errorkb.toml").write_text('[errorkb]\nrepo = "o/r"\n')
+    kv4 = error_id("o/r", "RuntimeError", "KV4 is not tested on non-CUDA platforms.")
+    (tmp_path / "content/errors").mkdir(parents=True)
+    (tmp_path / f"content/errors/{kv4}.yaml").write_text(
+        f'id: "{kv4}"\nexception: RuntimeError\nmessage: "KV4 is not tested on non-CUDA platforms."\n'
+        "explanation: A 4-bit KV cache was requested off CUDA.\nsolutions:\n  - title: Use fp8\n    body: Pass `--kv-cache-dtype fp8_e4m3`.\n"
+    )
+    argv = ["--config", str(tmp_path / "errorkb.toml"), "build", "--source", f"git:{root}@{shas[0]}", "--out", str(tmp_path / "out"),
+            "--content", str(tmp_path / "content"), "--cache-dir", str(tmp_path / "cache"), "--jobs", "1"]
+    assert main(argv) == 0
+    # Another input, so that the next build runs whole instead of finding the site up to date.
+    (tmp_path / "content/notes.txt").write_text("a change of inputs forces a real rebuild\n")
+    script = f"import sys\nfrom generator.cli import main\ncode = main({argv!r})\nprint(code, [m for m in ('pydantic', 'ruamel.yaml') if m in sys.modules])\n"
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, check=True)
+    assert "(1 explained)" in done.stderr
+    assert done.stdout == "0 []\n"
 
 
 def test_serve_answers_pages_extensionless_api_and_reloads(tmp_path, repo):

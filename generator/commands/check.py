@@ -21,7 +21,6 @@ from generator.audit import (
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import read_content
-from generator.flags import flag_problems, server_arguments
 from generator.history import load_ledger
 
 
@@ -45,6 +44,8 @@ def add_parser(subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.flags import flag_problems, server_arguments
+
     config = config_of(args)
     folder = content_of(args, config)
     source = source_of(args, config)

@@ -6,12 +6,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator.commands.common import add_source_options, cache_dir_of, config_of, source_of
 from generator.errors import ErrorkbError
 from generator.model import group_sites
 from generator.pipeline import extract_upstream
-from generator.search import Candidate, SearchIndex, lookup
+
+if TYPE_CHECKING:
+    from generator.search import Candidate, SearchIndex
 
 EXIT_NOTHING = 1
 
@@ -33,6 +36,8 @@ def add_parser(subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.search import lookup
+
     text = sys.stdin.read() if args.text == "-" else args.text
     if not text.strip():
         raise ErrorkbError("lookup: nothing to look up (give TEXT, or pipe it on stdin)")
@@ -55,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
 def index_of(args: argparse.Namespace) -> SearchIndex:
     """The index of the built site given, else one built in memory from the source."""
+    from generator.search import SearchIndex
+
     if args.site is not None:
         if not (args.site / "search" / "manifest.json").is_file():
             raise ErrorkbError(f"{args.site}: no search/manifest.json; is it a site built by errorkb build?")

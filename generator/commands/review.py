@@ -6,12 +6,10 @@ import argparse
 import sys
 
 from generator.audit import fingerprints
-from generator.authoring import restamp
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import ERRORS_FOLDER, format_problems
 from generator.errors import ContentError, ErrorkbError
-from generator.schema import parse_curated
 
 
 def add_parser(subcommands) -> None:
@@ -29,6 +27,9 @@ def add_parser(subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.authoring import restamp
+    from generator.schema import parse_curated
+
     config = config_of(args)
     folder = content_of(args, config) / ERRORS_FOLDER
     paths = {error: folder / f"{error}.yaml" for error in args.ids}

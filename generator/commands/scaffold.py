@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from generator.audit import fingerprints
-from generator.authoring import scaffold_text
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import ERRORS_FOLDER
@@ -28,6 +27,8 @@ def add_parser(subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from generator.authoring import scaffold_text
+
     config = config_of(args)
     folder = content_of(args, config) / ERRORS_FOLDER
     target = folder / f"{args.id}.yaml"
