@@ -415,7 +415,8 @@ class ArticleState:
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
         found (`changed`, `retitled`); the state takes in the rest of this build's inputs."""
-        dirty = changed | {record.id for record in ledger}
+        inactive = {record.id for record in ledger}
+        dirty = changed | inactive
         if retitled:
             dirty.update(error for error, others in related.items() if not retitled.isdisjoint(others))
         aliases = derive.aliases_of(ledger)
@@ -428,7 +429,7 @@ class ArticleState:
         dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
         dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))
         self.inputs, self.curated = inputs, dict(curated)
-        return dirty & (self.paths.keys() | {record.id for record in ledger})
+        return dirty & (self.paths.keys() | inactive)
 
 
 def page_excerpts(articles: tuple[Article, ...], highlighting: Highlighting, jobs: int | None) -> dict[str, Excerpts]:

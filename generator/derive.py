@@ -186,11 +186,6 @@ def derive_trigger(site: Site) -> str | None:
     return f"{lead} when all of these hold:\n\n" + "\n".join(f"- {clause}" for clause in clauses) + "\n"
 
 
-def trigger_inputs(site: Site) -> tuple:
-    """Everything `derive_trigger` reads of a site: equal inputs give the same trigger."""
-    return (site.kind, site.function, site.conditions, site.context, site.assert_condition)
-
-
 def _context(context: str) -> str:
     head, _, rest = context.partition(" ")
     if head == "for" or head == "async":
