@@ -7,6 +7,7 @@ it moved. Entries are written atomically; an unreadable entry counts as missing.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from generator.files import write_cache
@@ -21,6 +22,10 @@ class SiteCache:
 
     def _path(self, blob_sha: str) -> Path:
         return self.folder / blob_sha[:2] / f"{blob_sha}.json"
+
+    def holds(self, blob_sha: str) -> bool:
+        """Whether the cache has an entry for the blob (readable or not: see `load`)."""
+        return os.path.isfile(self._path(blob_sha))
 
     def load(self, blob_sha: str, path: str) -> tuple[Site, ...] | str | None:
         """The cached sites of a blob placed at `path`, the reason it was skipped, or None."""

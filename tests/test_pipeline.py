@@ -90,6 +90,22 @@ def test_parallel_workers_give_the_same_result(tmp_path):
     assert parallel.sites == serial.sites and len(serial.sites) == 20
 
 
+def test_a_commit_parsed_in_a_worker_while_the_cache_is_read_gives_the_same_sites(tmp_path):
+    """With two jobs, the files the cache lacks are parsed in a worker while this process reads
+    the others' entries; an entry there but unreadable is parsed after them."""
+    files = {f"python/sglang/m{i}.py": f"def f{i}(x):\n    raise ValueError(f'bad {{x}} in {i}')\n" for i in range(30)}
+    edited = {**files, **{f"python/sglang/m{i}.py": f"def g{i}(x):\n    assert x, 'now {i}'\n" for i in range(0, 30, 3)}}
+    first, second = make_repo(tmp_path / "up", [files, edited])
+    cache = tmp_path / "cache"
+    pipeline.extract_upstream(open_source(f"git:{tmp_path / 'up'}@{first}", Config(), cache), cache, jobs=2)
+    entry = sorted((cache / "sites").rglob("*.json"))[0]
+    entry.write_bytes(b"{")
+    warm = pipeline.extract_upstream(open_source(f"git:{tmp_path / 'up'}@{second}", Config(), cache), cache, jobs=2)
+    fresh = pipeline.extract_upstream(open_source(f"git:{tmp_path / 'up'}@{second}", Config(), tmp_path / "fresh"), tmp_path / "fresh", jobs=1)
+    assert warm.sites == fresh.sites and len(warm.sites) == 30
+    assert sum(site.kind == "assert" for site in warm.sites) == 10
+
+
 def test_extract_command_prints_spec_fields_and_exit_3_when_something_was_skipped(repo, tmp_path, capsys):
     path, (first, _) = repo
     code = main(["extract", "--source", f"git:{path}@{first}", "--cache-dir", str(tmp_path / "cache")])
