@@ -124,7 +124,8 @@ class Page(TypedDict):
     title: str
     description: str
     canonical: str
-    upstream: Upstream
+    repo: str
+    upstream: Upstream | None
     report_url: str
     json_url: str | None
 
@@ -227,7 +228,9 @@ def _root(path: str) -> str:
     return "../" * depth
 
 
-def _page(path: str, info: SiteInfo, title: str, description: str, json_url: str | None = None) -> Page:
+def _page(path: str, info: SiteInfo, title: str, description: str, json_url: str | None = None, revision: bool = True) -> Page:
+    """What base.html needs; with `revision` False, a page whose footer names no revision (see
+    `_listing`)."""
     url = path[: -len("index.html")] if path.endswith("index.html") else path
     return Page(
         root=_root(path),
@@ -235,10 +238,18 @@ def _page(path: str, info: SiteInfo, title: str, description: str, json_url: str
         title=title,
         description=description,
         canonical=info.base_url.rstrip("/") + "/" + url,
-        upstream=info.upstream,
+        repo=info.upstream.repo,
+        upstream=info.upstream if revision else None,
         report_url=info.report_url,
         json_url=json_url,
     )
+
+
+def _listing(path: str, info: SiteInfo, title: str, description: str) -> Page:
+    """A browse page's: its footer names no revision, so that the page changes only when the
+    errors it lists do, not on every upstream commit (a static host or rsync then uploads a
+    commit's few changed lists, not all 600). Each error it links to names its own."""
+    return _page(path, info, title, description, revision=False)
 
 
 @functools.lru_cache(maxsize=1 << 17)
@@ -398,7 +409,7 @@ def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tupl
         for depth in range(len(parts)):
             crumbs.append((f"{root}modules/{'/'.join(parts[: depth + 1])}/", parts[depth]))
         title = f"Errors in {folder}/" if folder else "Errors by module"
-        page = _page(path, info, title, f"{total} SGLang errors raised under {folder or 'the source tree'}.")
+        page = _listing(path, info, title, f"{total} SGLang errors raised under {folder or 'the source tree'}.")
         yield path, ListPage(
             **page,
             heading=title,
@@ -439,7 +450,7 @@ def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[t
     errors."""
     by_type = _raised_types(articles)
     path = "exceptions/index.html"
-    page = _page(path, info, "Errors by exception type", f"SGLang errors grouped by exception type: {len(by_type)} types.")
+    page = _listing(path, info, "Errors by exception type", f"SGLang errors grouped by exception type: {len(by_type)} types.")
     yield path, ListPage(
         **page,
         heading="Errors by exception type",
@@ -451,7 +462,7 @@ def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[t
     for name, members in sorted(by_type.items()):
         path = _exception_path(name)
         root = _root(path)
-        page = _page(path, info, f"{name} errors", f"{len(members)} SGLang errors that raise {name}.")
+        page = _listing(path, info, f"{name} errors", f"{len(members)} SGLang errors that raise {name}.")
         by_module: dict[str, list[Article]] = defaultdict(list)
         for article in members:
             by_module[posixpath.dirname(article.locations[0].site.path)].append(article)
@@ -470,7 +481,7 @@ def gone_exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Itera
     for name, members in sorted(_gone_types(articles, _raised_types(articles)).items()):
         path = _exception_path(name)
         root = _root(path)
-        page = _page(path, info, f"{name} errors", f"SGLang no longer raises {name}; {len(members)} errors did.")
+        page = _listing(path, info, f"{name} errors", f"SGLang no longer raises {name}; {len(members)} errors did.")
         yield path, ListPage(
             **page,
             heading=f"{name}",
@@ -528,9 +539,15 @@ def render_browse(
 def browse_paths(articles: tuple[Article, ...]) -> set[str]:
     """The paths of every browse page: those `render_browse` renders, and the pages of the
     exception types only errors no longer raised had."""
-    _, under, _ = _module_folders(articles)
+    # The folders `_module_folders` lists, without the errors under each.
+    folders: set[str] = set()
+    for path in {location.site.path for article in articles if article.status == "active" for location in article.locations}:
+        folder = posixpath.dirname(path)
+        while folder not in folders:
+            folders.add(folder)
+            folder = posixpath.dirname(folder)
     raised = _raised_types(articles)
-    return {*map(_module_path, under), "exceptions/index.html", *map(_exception_path, [*raised, *_gone_types(articles, raised)])}
+    return {*map(_module_path, folders), "exceptions/index.html", *map(_exception_path, [*raised, *_gone_types(articles, raised)])}
 
 
 def _listed(template: jinja2.Template, context: ListPage) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -132,6 +133,39 @@ def test_links_are_relative_and_footer_names_the_revision():
     assert "abc123" in html and "2026-01-01" in html and 'href="../../api/errors/0123456789abcdef.json"' in html
     assert 'href="https://example.org/report"' in html
     assert '<link rel="canonical" href="https://kb.example.org/errors/0123456789abcdef/">' in html
+
+
+def test_browse_pages_change_with_their_errors_not_with_the_revision():
+    """A static host re-uploads what changed: a browse page names no revision, so an upstream
+    commit changes only the lists whose errors changed; the home page names the revision."""
+    later = render.SiteInfo(dataclasses.replace(UPSTREAM, revision="def456", date="2026-02-02T00:00:00Z"), INFO.base_url, INFO.report_url)
+    other = dataclasses.replace(article(["Other"], path="python/sglang/other/n.py"), id="fedcba9876543210")
+    before = dict(render.render_browse((article(["Boom"]), other), INFO))
+    after = dict(render.render_browse((article(["Boom"]), other), later))
+    assert before == after and "modules/python/sglang/other/index.html" in after
+    footer = after["modules/python/sglang/other/index.html"].decode()
+    assert 'Extracted from <a href="https://github.com/o/r">o/r</a>; each error' in footer and "abc123" not in footer
+    # A new error in one folder changes its pages and those above, not its sibling's.
+    moved = dataclasses.replace(other, title="Other now", template=Template(("Other now",)))
+    edited = dict(render.render_browse((article(["Boom"]), moved), later))
+    assert [path for path in sorted(after) if after[path] != edited[path]] == [
+        "exceptions/ValueError/index.html",
+        "modules/python/sglang/other/index.html",
+    ]
+    home = dict(render.render_shared((article(["Boom"]),), later, browse=False))["index.html"].decode()
+    assert "def456" in home and "2026-02-02" in home
+
+
+def test_browse_paths_are_the_pages_rendered_for_the_errors_raised_and_gone():
+    nested = dataclasses.replace(article(["Deep"], path="python/sglang/a/b/c.py"), id="1111111111111111")
+    top = dataclasses.replace(article(["Top"], path="setup.py"), id="2222222222222222", exception="OSError")
+    gone = dataclasses.replace(article(["Gone"], path="python/sglang/old/x.py"), id="3333333333333333", status="retired", exception="KeyError")
+    articles = (article(["Boom"]), nested, top, gone)
+    rendered = {path for path, _ in render.render_browse(articles, INFO)}
+    rendered |= {path for path, _ in render.gone_exception_pages(articles, INFO)}
+    assert render.browse_paths(articles) == rendered
+    assert "modules/python/sglang/a/index.html" in rendered and "exceptions/KeyError/index.html" in rendered
+    assert "modules/python/sglang/old/index.html" not in rendered
 
 
 def test_document_validates_and_is_stable_json():
