@@ -557,13 +557,13 @@ def content_schema(cache_dir: Path | None = None) -> dict:
 
 def browse_files(entries: tuple[ErrorEntry, ...], info: render.SiteInfo, cache_dir: Path | None = None) -> list[tuple[str, bytes]]:
     """`render.render_browse` of the entries alone, as a list, to be made in another process:
-    the browse pages read no curated text and no ledger. With `cache_dir`, pages whose context
-    did not change since the last build are not rendered again (`PageMemo`)."""
-    articles = derive.listed_articles(entries, {}, info.upstream)
+    the browse pages read no curated text and no ledger, and of the errors only what their
+    entries hold (`render.Listed`). With `cache_dir`, pages whose context did not change since
+    the last build are not rendered again (`PageMemo`)."""
     if cache_dir is None:
-        return list(render.render_browse(articles, info))
+        return list(render.render_browse(entries, info))
     memo = PageMemo(cache_dir / "browse" / f"{render.templates_digest()}.pickle")
-    files = list(render.render_browse(articles, info, listed=memo.render))
+    files = list(render.render_browse(entries, info, listed=memo.render))
     memo.save()
     return files
 

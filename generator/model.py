@@ -11,6 +11,7 @@ import hashlib
 import operator
 import re
 from collections.abc import Mapping
+from typing import ClassVar
 
 ID_PREFIX = "errorkb-id-v1\0"
 
@@ -209,6 +210,8 @@ class ErrorEntry:
     template: Template | None
     sites: tuple[Site, ...]
     message: str | None
+    # An entry is an error upstream raises now; the lists of errors read this, as of articles.
+    status: ClassVar[str] = "active"
 
     @property
     def title(self) -> str:
@@ -400,3 +403,8 @@ class Article:
     record: LedgerRecord | None = None
     stale: str | None = None
     upstream: Upstream | None = None
+
+    @property
+    def sites(self) -> tuple[Site, ...]:
+        """Where upstream raises it, as `ErrorEntry.sites`: none for an error no longer raised."""
+        return tuple(location.site for location in self.locations)

@@ -14,10 +14,10 @@ import posixpath
 import re
 import urllib.parse
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 import jinja2
 import pygments
@@ -29,7 +29,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from generator import api
-from generator.model import Article, Change, Location, Placeholder, Upstream
+from generator.model import Article, Change, Location, Placeholder, Site, Upstream
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -360,20 +360,37 @@ def exception_slug(exception: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "-", exception or "unknown") or "unknown"
 
 
-def _entry_link(article: Article, root: str) -> tuple[str, str, str]:
-    location = article.locations[0].site if article.locations else None
-    where = f"{location.path}:{location.line}" if location else ""
+class Listed(Protocol):
+    """What a list of errors reads of one: an `Article`, or for the errors raised now their
+    `ErrorEntry` (always active), from which the browse pages are rendered without deriving
+    27,000 articles first."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def exception(self) -> str | None: ...
+    @property
+    def sites(self) -> tuple[Site, ...]: ...
+
+
+def _entry_link(article: Listed, root: str) -> tuple[str, str, str]:
+    sites = article.sites
+    where = f"{sites[0].path}:{sites[0].line}" if sites else ""
     return (f"{root}errors/{article.id}/", shorten(article.title), where)
 
 
-def _module_folders(articles: Iterable[Article]) -> tuple[dict[str, list[Article]], dict[str, set[str]], dict[str, set[str]]]:
+def _module_folders(articles: Iterable[Listed]) -> tuple[dict[str, list[Listed]], dict[str, set[str]], dict[str, set[str]]]:
     """The active errors of each file, and of each folder (by id) with its subfolders."""
     # An error is listed under every file that raises it, since each of its pages' locations
     # links to its file's folder; a folder counts each error once.
-    by_file: dict[str, list[Article]] = defaultdict(list)
+    by_file: dict[str, list[Listed]] = defaultdict(list)
     for article in articles:
         if article.status == "active":
-            for path in dict.fromkeys(location.site.path for location in article.locations):
+            for path in dict.fromkeys(site.path for site in article.sites):
                 by_file[path].append(article)
     under: dict[str, set[str]] = defaultdict(set)
     children: dict[str, set[str]] = defaultdict(set)
@@ -393,7 +410,7 @@ def _module_path(folder: str) -> str:
     return f"modules/{folder}/index.html" if folder else "modules/index.html"
 
 
-def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+def module_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
     """A page per folder of upstream holding errors: its subfolders with counts, then its
     files' errors. The root folder's page is the module index."""
     by_file, under, children = _module_folders(articles)
@@ -417,24 +434,24 @@ def module_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tupl
             crumbs=[(f"{root}modules/", "modules")] + crumbs,
             folders=[(f"{root}modules/{child}/", posixpath.basename(child) + "/", counts[child]) for child in sorted(children[folder])],
             groups=[
-                (posixpath.basename(file), [_entry_link(article, root) for article in sorted(by_file[file], key=lambda a: (a.locations[0].site.line, a.id))])
+                (posixpath.basename(file), [_entry_link(article, root) for article in sorted(by_file[file], key=lambda a: (a.sites[0].line, a.id))])
                 for file in sorted(files_in.get(folder, ()))
             ],
         )
 
 
-def _raised_types(articles: Iterable[Article]) -> dict[str, list[Article]]:
-    by_type: dict[str, list[Article]] = defaultdict(list)
+def _raised_types(articles: Iterable[Listed]) -> dict[str, list[Listed]]:
+    by_type: dict[str, list[Listed]] = defaultdict(list)
     for article in articles:
         if article.status == "active":
             by_type[article.exception or "unknown"].append(article)
     return by_type
 
 
-def _gone_types(articles: Iterable[Article], raised: Collection[str]) -> dict[str, list[Article]]:
+def _gone_types(articles: Iterable[Listed], raised: Collection[str]) -> dict[str, list[Listed]]:
     """Exception types only errors no longer raised had: a retired or reworded error's page
     links its exception type too, even when no error raises that type any more."""
-    gone: dict[str, list[Article]] = defaultdict(list)
+    gone: dict[str, list[Listed]] = defaultdict(list)
     for article in articles:
         if article.status != "active" and (article.exception or "unknown") not in raised:
             gone[article.exception or "unknown"].append(article)
@@ -445,7 +462,7 @@ def _exception_path(name: str) -> str:
     return f"exceptions/{exception_slug(name)}/index.html"
 
 
-def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+def exception_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
     """The index of the exception types raised, with counts, and a page per type listing its
     errors."""
     by_type = _raised_types(articles)
@@ -463,9 +480,9 @@ def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[t
         path = _exception_path(name)
         root = _root(path)
         page = _listing(path, info, f"{name} errors", f"{len(members)} SGLang errors that raise {name}.")
-        by_module: dict[str, list[Article]] = defaultdict(list)
+        by_module: dict[str, list[Listed]] = defaultdict(list)
         for article in members:
-            by_module[posixpath.dirname(article.locations[0].site.path)].append(article)
+            by_module[posixpath.dirname(article.sites[0].path)].append(article)
         yield path, ListPage(
             **page,
             heading=f"{name}",
@@ -476,7 +493,7 @@ def exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[t
         )
 
 
-def gone_exception_pages(articles: tuple[Article, ...], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+def gone_exception_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
     """A page per exception type that only errors no longer raised had (`_gone_types`)."""
     for name, members in sorted(_gone_types(articles, _raised_types(articles)).items()):
         path = _exception_path(name)
@@ -520,14 +537,14 @@ def html_bytes(html: str) -> bytes:
 
 
 def render_browse(
-    articles: tuple[Article, ...],
+    articles: Sequence[Listed],
     info: SiteInfo,
     env: jinja2.Environment | None = None,
     listed: Callable[[jinja2.Template, ListPage], bytes] | None = None,
 ) -> Iterator[tuple[str, bytes]]:
     """The browse pages of the errors raised: a page per folder (`module_pages`) and per
-    exception type (`exception_pages`). They read only the active articles' ids, titles and
-    sites: they can be rendered from the entries alone, before the ledger is read. `listed`
+    exception type (`exception_pages`). They read only the active errors' ids, titles and
+    sites (`Listed`): they can be rendered from the entries alone, before the ledger is read. `listed`
     renders a page from its template and context (see `render_shared`)."""
     env = env or environment()
     listed = listed or _listed
@@ -536,12 +553,12 @@ def render_browse(
         yield path, listed(template, context)
 
 
-def browse_paths(articles: tuple[Article, ...]) -> set[str]:
+def browse_paths(articles: Sequence[Listed]) -> set[str]:
     """The paths of every browse page: those `render_browse` renders, and the pages of the
     exception types only errors no longer raised had."""
     # The folders `_module_folders` lists, without the errors under each.
     folders: set[str] = set()
-    for path in {location.site.path for article in articles if article.status == "active" for location in article.locations}:
+    for path in {site.path for article in articles if article.status == "active" for site in article.sites}:
         folder = posixpath.dirname(path)
         while folder not in folders:
             folders.add(folder)
