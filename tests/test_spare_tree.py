@@ -569,6 +569,31 @@ def test_a_build_waits_for_a_spare_still_being_linked(tmp_path, revisions):
     assert done and done[0].files == len(tree(out))
 
 
+def test_a_spare_described_while_the_build_waited_for_it_is_brought_up_to_date(tmp_path, revisions, monkeypatch):
+    """A build reads the page manifest before it waits for a spare process still at work;
+    that process then describes its spare in a new manifest, which the build reads again."""
+    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
+    result = build_into(revisions, 0, out, content, cache)
+    wait_for_spare(out)
+    manifest = manifest_of(cache, out, result).path
+    # As it was while the spare process linked: no spare, and none described.
+    shutil.rmtree(spare_of(out))
+    record = json.loads(manifest.read_bytes())
+    record["spare"] = None
+    manifest.write_text(json.dumps(record))
+    made = []
+
+    def spare_process_ends() -> None:
+        if not made:
+            assert link_spare(out.absolute(), manifest)
+            made.append(spare_of(out).stat().st_ino)
+
+    monkeypatch.setattr(build_module, "wait_for_spare", lambda folder: spare_process_ends())
+    build_into(revisions, 1, out, content, cache)
+    # The spare it waited for became the new site, rather than a tree made anew.
+    assert made and out.stat().st_ino == made[0]
+
+
 def test_a_spare_process_that_fails_leaves_nothing_a_build_trusts(tmp_path, revisions, monkeypatch):
     out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
     result = build_into(revisions, 0, out, content, cache)
