@@ -35,7 +35,7 @@ from pathlib import Path
 from generator import api, audit, derive, history, model, render
 from generator.config import Config
 from generator.errors import BuildError
-from generator.files import read_cache, write_cache
+from generator.files import read_cache, state_bytes, write_cache
 from generator.highlight import Excerpts, Highlighting, excerpter_version, excerpts_of, site_excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord, Problem, Related, Upstream, group_sites, record
 from generator.pipeline import extract_upstream, extractor_version
@@ -273,7 +273,7 @@ def derive_site(
     dirty = state.dirty(changed, retitled, curated, ledger, site.related, site.stale, site.pins, upstream)
     digests = manifest.digests(site.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(site.ids)}
-    write_cache(article_state_path(cache_dir), pickle.dumps(state, protocol=5))
+    write_cache(article_state_path(cache_dir), state_bytes(state))
     site.digests = state.digests
     return site
 
@@ -465,7 +465,7 @@ def cached_values(
         values[error] = used[key] = value
     # Only the keys of this build are kept, so the cache does not grow with history.
     if missing or len(used) != len(known):
-        write_cache(path, pickle.dumps(used, protocol=5))
+        write_cache(path, state_bytes(used))
     return values
 
 
@@ -501,7 +501,7 @@ def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path, blobs: Mapp
     path = entries_state_path(cache_dir, "related", derive.__file__)
     state = read_cache(path, derive.RelatedIndex) or derive.RelatedIndex()
     related = state.update(entries, blobs)
-    write_cache(path, pickle.dumps(state, protocol=5))
+    write_cache(path, state_bytes(state))
     return related
 
 
@@ -604,7 +604,7 @@ class PageMemo:
     def save(self) -> None:
         # Only this build's pages are kept, so the file does not grow with history.
         if self.used.keys() != self.known.keys():
-            write_cache(self.path, pickle.dumps(self.used, protocol=5))
+            write_cache(self.path, state_bytes(self.used))
 
 
 def search_files(
@@ -622,7 +622,7 @@ def search_files(
     if state is None or state.repo != repo:
         state = search.IndexState(repo)
     files = state.update(entries, blobs)
-    write_cache(path, pickle.dumps(state, protocol=5))
+    write_cache(path, state_bytes(state))
     return sorted(files.items())
 
 
