@@ -7,8 +7,9 @@ with: sorted keys, UTF-8, a trailing newline.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
-from generator.model import Article, Change, Upstream
+from generator.model import Article, Change, ListedError, Upstream
 
 SCHEMA_VERSION = 1
 
@@ -29,7 +30,7 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "id": article.id,
         "kind": article.kind,
         "exception": article.exception,
-        "message": article.template.text if article.template is not None else None,
+        "message": article.message,
         "title": article.title,
         "status": article.status,
         "upstream": {"repo": upstream.repo, "revision": upstream.revision, "date": upstream.date},
@@ -82,8 +83,9 @@ def error_document(article: Article, upstream: Upstream) -> dict:
     return document
 
 
-def index_document(articles: tuple[Article, ...], upstream: Upstream) -> dict:
-    """Every error, one short record each, sorted by id."""
+def index_document(articles: Sequence[Article | ListedError], upstream: Upstream) -> dict:
+    """Every error, one short record each, sorted by id: from the articles, or as the lists
+    show them (`derive.listed_errors`), which give the same."""
     return {
         "schema_version": SCHEMA_VERSION,
         "upstream": {"repo": upstream.repo, "revision": upstream.revision, "date": upstream.date},
@@ -92,10 +94,10 @@ def index_document(articles: tuple[Article, ...], upstream: Upstream) -> dict:
                 "id": article.id,
                 "kind": article.kind,
                 "exception": article.exception,
-                "message": article.template.text if article.template is not None else None,
+                "message": article.message,
                 "title": article.title,
                 "status": article.status,
-                "path": article.locations[0].site.path if article.locations else (article.record.path if article.record else ""),
+                "path": article.sites[0].path if article.sites else (article.record.path if article.record else ""),
                 "curated": article.curated is not None,
             }
             for article in articles

@@ -133,9 +133,9 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         # Home, recent changes and the API's index list errors by what needs no deriving
-        # (`derive.listed_articles`): rendered in another process from now on, while this one
+        # (`derive.listed_errors`): rendered in another process from now on, while this one
         # derives the articles and digests their pages.
-        (shared,) = in_background([partial(listed_files, entries, curated, past.inactive, pins, info, past.changes)], jobs, len(entries))
+        (shared,) = in_background([partial(listed_files, entries, curated, past.inactive, info, past.changes)], jobs, len(entries))
         site = derive_site(state, changed, extraction.upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins)
         digests = site.digests
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
@@ -148,7 +148,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         manifest.clear()
         stamp.clear()
         coverage = audit.coverage(entries, (k for k in curated if k in by_id))
-        files = site_files(articles, unchanged, info, [browse, shared, search], coverage, jobs, found, inputs.cache_dir)
+        files = site_files(articles, unchanged, info, [browse, search, shared], coverage, jobs, found, inputs.cache_dir)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
         if written.spare is None:
@@ -522,20 +522,21 @@ def site_files(
     found: Mapping[str, Excerpts] | None = None,
     cache_dir: Path | None = None,
 ) -> Iterator[tuple[str, bytes | None]]:
-    """Every file of the site: the browse and shared pages and the search index (`made` gives
-    them, made elsewhere: `in_background`), the coverage pages, and each error's page and
-    document. The pages of `articles` are rendered on every core, joined to the excerpts of
-    their files (`found`, by path: `page_excerpts`); those of `unchanged` ids come as `None`,
-    meaning "the previous build's file". `cache_dir` is where the content schema is kept
-    (`content_schema`)."""
-    for files in made:
-        yield from files()
+    """Every file of the site: the coverage pages, each error's page and document, then the
+    browse and shared pages and the search index (`made` gives them, made elsewhere, in the
+    order they are ready: `in_background`), so that the files made here are written while the
+    others are still being made. The pages of `articles` are rendered on every core, joined to
+    the excerpts of their files (`found`, by path: `page_excerpts`); those of `unchanged` ids
+    come as `None`, meaning "the previous build's file". `cache_dir` is where the content
+    schema is kept (`content_schema`)."""
     yield from render.render_coverage(coverage, info)
     yield "api/schema/content.json", api.dumps(content_schema(cache_dir))
     for error in sorted(unchanged):
         yield f"errors/{error}/index.html", None
         yield f"api/errors/{error}.json", None
     yield from _render_errors(articles, info, jobs, found or {})
+    for files in made:
+        yield from files()
 
 
 def content_schema(cache_dir: Path | None = None) -> dict:
@@ -572,15 +573,14 @@ def listed_files(
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],
     ledger: tuple[LedgerRecord, ...],
-    pins: Mapping[str, Upstream],
     info: render.SiteInfo,
     changes: tuple[Change, ...],
 ) -> list[tuple[str, bytes]]:
-    """`render.render_shared` of `derive.listed_articles`, but the browse pages (`browse_files`),
+    """`render.render_shared` of `derive.listed_errors`, but the browse pages (`browse_files`),
     as a list, to be made in another process: the same files as of the full articles, without
     waiting for them."""
-    articles = derive.listed_articles(entries, curated, info.upstream, ledger, pins)
-    return list(render.render_shared(articles, info, changes, browse=False))
+    listed = derive.listed_errors(entries, curated, ledger)
+    return list(render.render_shared(listed, info, changes, browse=False))
 
 
 class PageMemo:

@@ -23,6 +23,7 @@ from generator.model import (
     Curated,
     ErrorEntry,
     LedgerRecord,
+    ListedError,
     Location,
     Placeholder,
     Related,
@@ -655,19 +656,29 @@ def aliases_of(ledger: Iterable[LedgerRecord]) -> dict[str, tuple[str, ...]]:
     return {error: tuple(sorted(old)) for error, old in aliases.items()}
 
 
-def listed_articles(
+def listed_errors(
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],
-    upstream: Upstream,
     ledger: tuple[LedgerRecord, ...] = (),
-    pins: Mapping[str, Upstream] | None = None,
-) -> tuple[Article, ...]:
-    """The articles as the lists of errors show them (home and browse pages, the API's index):
-    `derive_articles` without what only an error's own page shows and costs the most to
-    derive (its trigger unless curated, the names it mentions, its related errors)."""
-    ids = [entry.id for entry in entries]
-    nothing: MentionParts = ((), (), ())
-    return derive_articles(entries, curated, upstream, ledger, {}, None, pins, dict.fromkeys(ids), dict.fromkeys(ids, nothing))
+) -> tuple[ListedError, ...]:
+    """The errors as the lists of errors show them (home and browse pages, the API's index),
+    sorted by id: each `derive_articles` article without what only its own page shows."""
+    listed = [
+        ListedError(
+            entry.id, "active", entry.title, entry.kind, entry.exception, entry.message, entry.sites, curated.get(entry.id)
+        )
+        for entry in entries
+    ]
+    active = {entry.id for entry in entries}
+    for record in ledger:
+        if record.status != "active" and record.id not in active:
+            listed.append(ListedError(record.id, record.status, record_title(record), record.kind, record.exception, None, (), curated.get(record.id), record))
+    return tuple(sorted(listed, key=lambda error: error.id))
+
+
+def record_title(record: LedgerRecord) -> str:
+    """What the page of an error no longer raised calls it: its message, or where it was."""
+    return record.message or f"{record.exception or 'error'} in {record.function or record.path}"
 
 
 def derive_articles(
@@ -740,7 +751,7 @@ def derive_articles(
             Article(
                 id=record.id,
                 status=record.status,
-                title=record.message or f"{record.exception or 'error'} in {record.function or record.path}",
+                title=record_title(record),
                 kind=record.kind,
                 exception=record.exception,
                 template=None,

@@ -408,3 +408,24 @@ class Article:
     def sites(self) -> tuple[Site, ...]:
         """Where upstream raises it, as `ErrorEntry.sites`: none for an error no longer raised."""
         return tuple(location.site for location in self.locations)
+
+    @property
+    def message(self) -> str | None:
+        """Its template's text, as `ErrorEntry.message` (None for a message without text)."""
+        return self.template.text if self.template is not None else None
+
+
+@record
+class ListedError:
+    """An error as the lists of errors and the API's index show it (`derive.listed_errors`):
+    what its `Article` says but what only its own page shows, which costs the most to derive."""
+
+    id: str
+    status: str
+    title: str
+    kind: str
+    exception: str | None
+    message: str | None
+    sites: tuple[Site, ...]
+    curated: Curated | None
+    record: LedgerRecord | None = None

@@ -29,7 +29,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from generator import api
-from generator.model import Article, Change, Location, Placeholder, Site, Upstream
+from generator.model import Article, Change, ListedError, Location, Placeholder, Site, Upstream
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -572,7 +572,7 @@ def _listed(template: jinja2.Template, context: ListPage) -> bytes:
 
 
 def render_shared(
-    articles: tuple[Article, ...],
+    articles: Sequence[Article | ListedError],
     info: SiteInfo,
     changes: tuple[Change, ...] = (),
     env: jinja2.Environment | None = None,
@@ -593,7 +593,7 @@ def render_shared(
             counts={
                 "errors": len(active),
                 "curated": sum(1 for a in active if a.curated),
-                "with_message": sum(1 for a in active if a.template is not None),
+                "with_message": sum(1 for a in active if a.message is not None),
             },
             curated=[(f"errors/{a.id}/", shorten(a.title)) for a in active if a.curated],
         )

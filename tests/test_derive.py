@@ -320,8 +320,8 @@ def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, t
 
 
 @pytest.mark.real
-def test_listed_articles_give_the_shared_pages_of_the_full_articles(sglang):
-    """A build renders home, browse pages and the API's index from `listed_articles` while it
+def test_listed_errors_give_the_shared_pages_of_the_full_articles(sglang):
+    """A build renders home, browse pages and the API's index from `listed_errors` while it
     derives the full articles, the browse pages from the entries alone: every one of those
     files must be what the full articles give."""
     from generator.build import browse_files, listed_files
@@ -337,11 +337,11 @@ def test_listed_articles_give_the_shared_pages_of_the_full_articles(sglang):
     ledger = (retired, moved, gone)
     info = render.SiteInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
     full = derive.derive_articles(entries, curated, sglang.upstream, ledger)
-    listed = derive.listed_articles(entries, curated, sglang.upstream, ledger)
+    listed = derive.listed_errors(entries, curated, ledger)
     assert any(article.trigger or article.mentions or article.related for article in full)
     expected = dict(render.render_shared(full, info))
     assert dict(render.render_shared(listed, info)) == expected
     assert "exceptions/GoneError/index.html" in expected
     # A build renders the browse pages from the entries alone, and the rest apart.
-    pieces = [*browse_files(entries, info), *listed_files(entries, curated, ledger, {}, info, ())]
+    pieces = [*browse_files(entries, info), *listed_files(entries, curated, ledger, info, ())]
     assert len(pieces) == len(expected) and dict(pieces) == expected
