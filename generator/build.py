@@ -31,6 +31,7 @@ from functools import partial
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
 from pathlib import Path
+from typing import TextIO
 
 from generator import api, audit, derive, history, model, render
 from generator.config import Config
@@ -134,8 +135,13 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         # Home, recent changes and the API's index list errors by what needs no deriving
         # (`derive.listed_errors`): rendered in another process from now on, while this one
-        # derives the articles and digests their pages.
-        (shared,) = in_background([partial(listed_files, entries, curated, past.inactive, info, past.changes)], jobs, len(entries))
+        # derives the articles and digests their pages; then, in that process, the bytes the
+        # ledger and change list are written as once the site is in place.
+        shared, history_files = in_background(
+            [partial(listed_files, entries, curated, past.inactive, info, past.changes), partial(history.history_files, past.records, past.changes, past.lines)],
+            jobs,
+            len(entries),
+        )
         site = derive_site(state, changed, extraction.upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins)
         digests = site.digests
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
@@ -154,7 +160,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         if written.spare is None:
             # Made after this build, for the next one: see `generator.spare`.
             make_spare_later(inputs.out, manifest.path)
-        history.save_history(inputs.content, past, extraction.upstream)
+        history.save_history(inputs.content, past, extraction.upstream, history_files())
         result = BuildResult(
             out=inputs.out,
             upstream=extraction.upstream,
@@ -854,10 +860,15 @@ def _can_fork() -> bool:
 # -- Write ----------------------------------------------------------------------------------------
 
 
+# The lock file of the build this process runs (`build_lock`), while it holds the lock.
+_LOCK: TextIO | None = None
+
+
 @contextmanager
 def build_lock(out: Path):
     """Hold `.<out>.lock` beside the output folder for the whole build; a second build fails
     at once with a one-line error instead of mixing its files with the first one's."""
+    global _LOCK
     lock_path = out.parent / f".{out.name}.lock"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -871,9 +882,24 @@ def build_lock(out: Path):
             if error.errno in (errno.EAGAIN, errno.EACCES):
                 raise BuildError(f"{out}: another build is writing this folder (lock {lock_path})") from None
             raise
+        _LOCK = handle
         yield
     finally:
+        _LOCK = None
         handle.close()
+
+
+def _lock_not_inherited() -> None:
+    """In a process forked during a build, close its copy of the lock's file: the lock stays
+    the build's, which holds its own, and ends with it. A worker still at its task when the
+    build is killed would otherwise keep the lock, and the next build would fail."""
+    global _LOCK
+    if _LOCK is not None:
+        _LOCK.close()
+        _LOCK = None
+
+
+os.register_at_fork(after_in_child=_lock_not_inherited)
 
 
 @record

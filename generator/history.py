@@ -125,13 +125,23 @@ def write_history(
 ) -> None:
     """Write the ledger and the change list into `content/`, each file atomically, touching
     only files whose bytes change. `known`: the lines as read (see `ledger_files`)."""
+    write_files(content, history_files(records, changes, known))
+
+
+def history_files(records: Mapping[str, LedgerRecord], changes: Iterable[Change], known: Mapping[str, tuple[tuple, str]] | None = None) -> dict[str, bytes]:
+    """The ledger's files (`ledger_files`) and the change list's, by path under `content/`."""
     files = ledger_files(records, known)
+    lines = [json.dumps(asdict(change), sort_keys=True, ensure_ascii=False) for change in changes]
+    files[CHANGES_NAME] = ("\n".join(lines) + "\n").encode() if lines else b""
+    return files
+
+
+def write_files(content: Path, files: Mapping[str, bytes]) -> None:
+    """`history_files` into `content/` (see `write_history`)."""
     folder = content / LEDGER_FOLDER
     for stale in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
         if f"{LEDGER_FOLDER}/{stale.name}" not in files:
             stale.unlink()
-    lines = [json.dumps(asdict(change), sort_keys=True, ensure_ascii=False) for change in changes]
-    files[CHANGES_NAME] = ("\n".join(lines) + "\n").encode() if lines else b""
     for relative, data in files.items():
         target = content / relative
         if target.exists() and target.read_bytes() == data:
@@ -458,9 +468,10 @@ def build_history(
     return BuildHistory(update.records, inactive, update.changes + load_changes(content), lines)
 
 
-def save_history(content: Path, history: BuildHistory, upstream: Upstream) -> None:
-    """Write the ledger, the change list and the revision built, once the site is in place."""
-    write_history(content, history.records, history.changes, history.lines)
+def save_history(content: Path, history: BuildHistory, upstream: Upstream, files: Mapping[str, bytes] | None = None) -> None:
+    """Write the ledger, the change list and the revision built, once the site is in place;
+    `files`: `history_files` of `history` when already made."""
+    write_files(content, files if files is not None else history_files(history.records, history.changes, history.lines))
     document = {"date": upstream.date, "repo": upstream.repo, "revision": upstream.revision, "source": upstream.source}
     data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
     target = content / UPSTREAM_NAME

@@ -301,3 +301,30 @@ def test_two_builds_at_once_never_mix(upstream, sites, tmp_path) -> None:
     assert second.returncode == 1, "the second build was not refused: " + second.stderr
     one_line_error(second.stderr, f"errorkb: {out}: another build is writing this folder")
     assert tree(out) == sites["0"]
+
+
+def test_a_process_forked_during_a_build_does_not_keep_its_lock(tmp_path):
+    """A worker still at its task when its build is killed must not keep the folder locked:
+    the next build would fail, saying another build is writing it."""
+    script = f"""
+import os, time
+from pathlib import Path
+from generator.build import build_lock
+with build_lock(Path({str(tmp_path / "site")!r})):
+    worker = os.fork()
+    if worker == 0:
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, 1), os.dup2(nowhere, 2)  # the test reads the build's output to its end
+        time.sleep(60)
+        os._exit(0)
+    print(worker, flush=True)
+    os._exit(0)  # as a killed build ends: the lock's file closed by the system, nothing released
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    worker = int(done.stdout)
+    try:
+        os.kill(worker, 0)  # still at its task
+        with build_lock(tmp_path / "site"):
+            pass
+    finally:
+        os.kill(worker, signal.SIGKILL)
