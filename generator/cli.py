@@ -7,6 +7,7 @@ Exit codes: 0 success; 1 a problem with the input (one line on stderr); 2 bad us
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -45,3 +46,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+
+
+def run() -> None:
+    """The `errorkb` command (and `python -m generator`): `main`, then the process ends at once.
+    Everything a command writes is closed by then, and what is left for the interpreter's
+    teardown to free one by one (the build's caches of titles, templates and modules) cost
+    0.15 to 0.2 s at the end of every build, 3% of a rebuild."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        pass  # output closed early (`errorkb lookup ... | head`): nothing more to say
+    os._exit(code)

@@ -328,3 +328,18 @@ with build_lock(Path({str(tmp_path / "site")!r})):
             pass
     finally:
         os.kill(worker, signal.SIGKILL)
+
+
+def test_the_command_ends_with_the_exit_code_and_all_of_its_output(tmp_path):
+    """`errorkb` ends its process at once after the command (`cli.run`): what it printed to
+    a pipe, buffered, arrives whole, and the exit code is the command's."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    upstream = tmp_path / "up"
+    before = {f"python/sglang/m{i}.py": f"def f(x):\n    raise ValueError('check {i} failed')\n" for i in range(20)}
+    first, second = make_repo(upstream, [{**before, "python/sglang/kept.py": ""}, {name: None for name in before}])
+    command = [sys.executable, "-m", "generator", "diff", f"git:{upstream}@{first}", f"git:{upstream}@{second}", "--cache-dir", str(tmp_path / "cache")]
+    diff = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert diff.returncode == 0, diff.stderr
+    assert all(f"check {i} failed" in diff.stdout for i in range(20))
+    bad = subprocess.run([sys.executable, "-m", "generator", "build", "--source", "pypi:nope"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
