@@ -725,7 +725,8 @@ class PageManifest:
     def spare_hashes(self) -> dict[str, str] | None:
         """The digest of every file of the spare tree the last build kept (`spare_of`), by path;
         None when there is none, or the folder there is not the one the last build left. Waits
-        for a spare still being made (`generator.spare`), then reads its description anew."""
+        for a spare still being made (`generator.spare`), then reads the manifest again if that
+        process replaced it with one describing its spare."""
         wait_for_spare(self.out)
         # A spare process describes the spare it made in a new record: read that one (6 MB of
         # JSON, 0.1 s) only if the record was replaced since it was read.
