@@ -269,6 +269,20 @@ class ExampleFix:
     before: str
     after: str
     language: str = "shell"
+    # What the "before" side needs to reach its error beyond SGLang on a CPU (`cuda`, ...).
+    needs: tuple[str, ...] = ()
+
+
+@record
+class Evidence:
+    """A line of upstream code a curated claim rests on: its file, a short quote of it, and
+    optionally the line, the function and the claim it backs."""
+
+    path: str
+    quote: str
+    line: int | None = None
+    function: str | None = None
+    claim: str | None = None
 
 
 @record
@@ -293,6 +307,8 @@ class Curated:
     fingerprint: str | None
     review: bool = False
     written_for: str | None = None
+    evidence: tuple[Evidence, ...] = ()
+    reports: tuple[str, ...] = ()
 
 
 @record

@@ -20,7 +20,7 @@ from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
 from generator.content import DEFAULT_REPO, ERROR_ID, ContentProblem, CuratedFile, markdown_problems, template_key
-from generator.model import Curated, ExampleFix, Solution, error_id
+from generator.model import Curated, Evidence, ExampleFix, Solution, error_id
 
 SCHEMA_ID = "https://errorkb.example.org/api/schema/curated.json"
 
@@ -49,6 +49,26 @@ class ExampleFixSchema(_Strict):
     language: Annotated[str, Field(pattern=r"^[a-z0-9_+-]+$")] = Field(
         default="shell", description="Highlighting language of both sides: shell, python, json, yaml..."
     )
+    needs: list[Annotated[str, Field(pattern=r"^(cuda|rocm|npu|xpu|gpu|multi-gpu|network|model-weights)$")]] = Field(
+        default_factory=list,
+        description="What the 'before' command needs to reach this error besides SGLang on a CPU: `cuda`, "
+        "`rocm`, `npu`, `xpu`, `gpu`, `multi-gpu`, `network` or `model-weights`. An example that needs any is "
+        "reported as not run.",
+    )
+
+
+class EvidenceSchema(_Strict):
+    """One line of upstream code behind a claim: where it is and a short quote of it."""
+
+    path: Annotated[str, Field(pattern=r"^python/sglang/\S+\.py$")] = Field(
+        description="The file in upstream's layout, e.g. `python/sglang/srt/server_args.py`."
+    )
+    quote: NonBlank = Field(
+        description="A short quote of the code, as it stands in the file (whitespace is not compared)."
+    )
+    line: Annotated[int, Field(ge=1)] | None = Field(default=None, description="The line the quote starts on, at `written_for`.")
+    function: str | None = Field(default=None, description="The qualified name of the function the quote is in.")
+    claim: str | None = Field(default=None, description="What the quote backs, in a few words: `the default is 16`.")
 
 
 class CuratedSchema(_Strict):
@@ -74,6 +94,12 @@ class CuratedSchema(_Strict):
     )
     solutions: list[SolutionSchema] = Field(min_length=1, description="Ways out, best first.")
     example_fix: ExampleFixSchema | None = Field(default=None, description="A before/after command or snippet.")
+    evidence: list[EvidenceSchema] = Field(
+        default_factory=list, description="The lines of code behind the text's claims; `errorkb check` verifies each quote."
+    )
+    reports: list[Annotated[str, Field(pattern=r"^https://\S+$")]] = Field(
+        default_factory=list, description="Public issue threads where users met this error, shown as 'Reported in'."
+    )
     tags: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]] = Field(
         default_factory=list, description="Lowercase words grouping related errors: `kv-cache`, `lora`..."
     )
@@ -100,6 +126,7 @@ FIELDS = tuple(CuratedSchema.model_fields)
 _NESTED_FIELDS = {
     "solutions": tuple(SolutionSchema.model_fields),
     "example_fix": tuple(ExampleFixSchema.model_fields),
+    "evidence": tuple(EvidenceSchema.model_fields),
 }
 # Values YAML would read as numbers or booleans unless quoted.
 _QUOTED_FIELDS = ("id", "fingerprint")
@@ -203,12 +230,14 @@ def _record(schema: CuratedSchema, path: str) -> Curated:
         message=schema.message,
         explanation=schema.explanation,
         solutions=tuple(Solution(s.title, s.body) for s in schema.solutions),
-        example_fix=ExampleFix(schema.example_fix.before, schema.example_fix.after, schema.example_fix.language)
+        example_fix=ExampleFix(schema.example_fix.before, schema.example_fix.after, schema.example_fix.language, tuple(schema.example_fix.needs))
         if schema.example_fix
         else None,
         situations=tuple(schema.situations),
         trigger=schema.trigger,
         tags=tuple(schema.tags),
+        evidence=tuple(Evidence(e.path, e.quote, e.line, e.function, e.claim) for e in schema.evidence),
+        reports=tuple(schema.reports),
         fingerprint=schema.fingerprint,
         review=schema.review,
         written_for=schema.written_for,
