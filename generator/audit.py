@@ -244,6 +244,35 @@ def extraction_problems(
     return tuple(problems)
 
 
+def evidence_problems(files: Mapping[str, CuratedFile], source: Source) -> tuple[ContentProblem, ...]:
+    """Evidence whose quote is not in its file at `source`'s revision (white space is not
+    compared), or whose file upstream does not have; each names the claim it backed."""
+    by_path = {file.path: file for file in source.files()}
+    texts: dict[str, str | None] = {}
+    problems = []
+    for error, file in sorted(files.items()):
+        for index, evidence in enumerate(file.curated.evidence):
+            if evidence.path not in texts:
+                found = by_path.get(evidence.path)
+                texts[evidence.path] = _unspaced(source.read(found).decode("utf-8", "replace")) if found else None
+            text = texts[evidence.path]
+            field = f"evidence[{index}]"
+            backed = f" (it backs: {evidence.claim})" if evidence.claim else ""
+            revision = source.upstream.revision
+            if text is None:
+                problem = f"{evidence.path} does not exist at {revision}{backed}"
+            elif _unspaced(evidence.quote) not in text:
+                problem = f"quote not found in {evidence.path} at {revision}{backed}"
+            else:
+                continue
+            problems.append(ContentProblem(file.curated.path, file.line(field), field, problem))
+    return tuple(problems)
+
+
+def _unspaced(text: str) -> str:
+    return "".join(text.split())
+
+
 # -- Coverage --------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""`errorkb check`: is the curated content valid, still true, and how much is there?
+"""`errorkb check`: is the curated content valid, still true (its evidence quoted from the code
+at the pinned revision), and how much is there?
 
 Exit codes: 0 all good; 1 invalid content (every problem listed); 3 valid, but some entries are
 orphaned or stale (stale ones pass with `--allow-stale`).
@@ -13,6 +14,7 @@ import sys
 from generator.audit import (
     Coverage,
     content_orphans,
+    evidence_problems,
     coverage,
     extraction_problems,
     find_stale,
@@ -52,7 +54,12 @@ def run(args: argparse.Namespace) -> int:
     entries = entries_of(args, config, source)
     files, invalid = read_content(folder, config.repo)
     ledger = load_ledger(folder)
-    problems = [*invalid, *extraction_problems(files, entries, ledger), *flag_problems(files, server_arguments(source))]
+    problems = [
+        *invalid,
+        *extraction_problems(files, entries, ledger),
+        *evidence_problems(files, source),
+        *flag_problems(files, server_arguments(source)),
+    ]
     orphans = content_orphans(folder, entries, ledger)
     curated = {error: file.curated for error, file in files.items() if error in entries}
     current = fingerprints([entries[error] for error in curated], source)
