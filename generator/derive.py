@@ -467,7 +467,11 @@ class RelatedIndex:
             self.scale = scale
             changed = {entry.id for entry in entries}
         self.blobs = dict(blobs) if blobs is not None else None
+        # By feature stepped: its count before, and the errors that took or lost it.
         self._was: dict[str, int] = {}
+        self._moved: dict[str, set[str]] = {}
+        # An error's first file is part of how others rank it (`_best` keeps few from one file).
+        first = {error: self.paths[error].split("\0", 1)[0] for error in changed if error in self.paths}
         named = self._take([error for error in changed if error in self.own])
         put = [entry for entry in entries if entry.id in changed]
         named.update(self._put(put))
@@ -479,12 +483,19 @@ class RelatedIndex:
             again.update(error for error, (own, _) in self.own.items() if error not in again and not flipped.isdisjoint(own.split("\0")))
         for error in again:
             self._rank_by(error)
-        # An error can rank differently when it shares a feature, weighed now or before, whose
-        # count moved: found in the postings before those of features no longer weighed go.
+        for entry in put:
+            if first.get(entry.id, entry.sites[0].path) != entry.sites[0].path:
+                for feature in _split(self.features.get(entry.id, "")):
+                    self._was.setdefault(feature, self.frequency[feature])
+                    self._moved.setdefault(feature, set()).add(entry.id)
+        # An error can rank differently when it shares a feature, weighed now or before, that
+        # some error took or lost: found in the postings before those of features no longer
+        # weighed go. Not only when the feature's count moved: one error taking it as another
+        # loses it leaves the count as it was, and the one that came is a new candidate.
         counted = {
             feature
             for feature, was in self._was.items()
-            if self.frequency.get(feature, 0) != was and (_weighed(feature, was) or _weighed(feature, self.frequency.get(feature, 0)))
+            if self._moved[feature] and (_weighed(feature, was) or _weighed(feature, self.frequency.get(feature, 0)))
         }
         todo = {error for error in again if error in self.features}
         for feature in counted:
@@ -494,7 +505,7 @@ class RelatedIndex:
             todo.update(self.postings.get(feature, ()))
         for error in self.related.keys() - self.features.keys():
             del self.related[error]
-        del self._was
+        del self._was, self._moved
         files = {entry.id: entry.sites[0].path for entry in entries}
         weights: dict[str, float | None] = {}
         for error in sorted(todo):
@@ -565,6 +576,9 @@ class RelatedIndex:
     def _step(self, feature: str, step: int, error: str) -> None:
         count = self.frequency.get(feature, 0)
         self._was.setdefault(feature, count)
+        # Taken out and put back (an entry of a changed file, ranked by the same features), an
+        # error has neither taken nor lost the feature.
+        self._moved.setdefault(feature, set()).symmetric_difference_update((error,))
         if count + step:
             self.frequency[feature] = count + step
         else:

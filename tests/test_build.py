@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -113,6 +114,59 @@ def test_two_builds_are_byte_identical_and_a_rebuild_keeps_mtimes(tmp_path, repo
     assert result.written == 0
     assert after.st_mtime == 1 and after.st_ino == before.st_ino
     assert tree(tmp_path / "one") == tree(tmp_path / "two")
+
+
+# Two revisions of one upstream: an error of b.py goes and another comes that shares its name
+# `top_k` with an error of the unchanged a.py, so the name's count stays as it was.
+TOP_K = {
+    "python/sglang/__init__.py": "",
+    "python/sglang/a.py": """
+        def f(cfg):
+            raise ValueError(f"bad top_k {cfg.top_k}")
+        """,
+    "python/sglang/b.py": """
+        def g(cfg):
+            raise ValueError(f"top_k off {cfg.top_k}")
+        """,
+}
+TOP_K_NEXT = {"python/sglang/b.py": """
+    def g(cfg):
+        raise ValueError(f"other top_k {cfg.top_k}")
+    """}
+
+
+def test_builds_of_other_sources_sharing_one_cache_give_what_an_empty_cache_gives(tmp_path):
+    """One cache folder, as every build shares `~/.cache/errorkb`: a build of one upstream,
+    another's two revisions into a second folder, then a third with curated content (which
+    failed with a KeyError: the related-errors state kept from the second named an id the
+    third did not have); then two sources alternating into two folders. Each site must be
+    byte for byte the one an empty cache gives from the same inputs."""
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    (a_sha,) = make_repo(a, [CODE])
+    b_shas = make_repo(b, [TOP_K, TOP_K_NEXT])
+    (c_sha,) = make_repo(c, [{**CODE, **TOP_K, **TOP_K_NEXT}])
+    kv4 = error_id("o/r", "RuntimeError", "KV4 is not tested on non-CUDA platforms.")
+    (tmp_path / "cc/errors").mkdir(parents=True)
+    (tmp_path / f"cc/errors/{kv4}.yaml").write_text(
+        f'id: "{kv4}"\nexception: RuntimeError\nmessage: "KV4 is not tested on non-CUDA platforms."\n'
+        "explanation: A 4-bit KV cache was requested off CUDA.\nsolutions:\n  - title: Use fp8\n    body: Pass `--kv-cache-dtype fp8_e4m3`.\n"
+    )
+    steps = [
+        (a, a_sha, "A", "ca"), (b, b_shas[0], "B", "cb"), (b, b_shas[1], "B", "cb"), (c, c_sha, "C", "cc"),
+        (a, a_sha, "X", "ca"), (c, c_sha, "Y", "cc"), (c, c_sha, "X", "cc"), (a, a_sha, "Y", "ca"), (a, a_sha, "X", "ca"),
+    ]
+    for number, (root, sha, out, content) in enumerate(steps):
+        (tmp_path / content).mkdir(exist_ok=True)
+        # The build writes the ledger into the content folder: the empty-cache build gets a
+        # copy of the folder as this build found it.
+        fresh_content = tmp_path / f"fresh-content-{number}"
+        shutil.copytree(tmp_path / content, fresh_content)
+        shared = inputs_of(config(), f"git:{root}@{sha}", tmp_path / out, tmp_path / content, tmp_path / "cache")
+        build(config(), shared, jobs=1)
+        alone = inputs_of(config(), f"git:{root}@{sha}", tmp_path / f"fresh-{number}", fresh_content, tmp_path / f"fresh-cache-{number}")
+        build(config(), alone, jobs=1)
+        assert tree(tmp_path / out) == tree(tmp_path / f"fresh-{number}"), (number, out)
+        assert tree(tmp_path / content) == tree(fresh_content), (number, content)
 
 
 def test_the_content_schema_is_kept_in_the_cache_and_made_again_when_unreadable(tmp_path, monkeypatch):

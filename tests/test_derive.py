@@ -235,6 +235,38 @@ def test_related_ranking_again_when_a_name_comes_into_the_code():
     assert not any("name:kv_cache_dtype" in ranked for ranked in state.features.values())
 
 
+def test_related_ranking_again_when_one_error_takes_a_feature_another_loses():
+    """An error in a changed file gone, another come with the same name: the name's count stays
+    as it was, yet the unchanged error that listed the one gone must list the one come (before,
+    its list kept an id the build no longer had, and the build failed with a KeyError)."""
+    kept = _sites("def f(cfg):\n    raise ValueError(f'bad top_k {cfg.top_k}')\n", path="python/sglang/a.py")
+    gone = _sites("def g(cfg):\n    raise ValueError(f'top_k off {cfg.top_k}')\n", path="python/sglang/b.py")
+    come = _sites("def g(cfg):\n    raise ValueError(f'other top_k {cfg.top_k}')\n", path="python/sglang/b.py")
+    first, second = group_sites(tuple(kept + gone), "r/r"), group_sites(tuple(kept + come), "r/r")
+    state = derive.RelatedIndex(limit=2)
+    state.update(first, {"python/sglang/a.py": "1", "python/sglang/b.py": "1"})
+    state = pickle.loads(state_bytes(state))
+    again = state.update(second, {"python/sglang/a.py": "1", "python/sglang/b.py": "2"})
+    assert again == derive.related_errors(second, limit=2)
+    ids = {entry.id for entry in second}
+    assert all(other in ids for others in again.values() for other in others)
+
+
+def test_related_ranking_again_when_an_error_s_first_file_changes():
+    """At most `_SAME_FILE` related errors come from an error's own file, judged by each
+    candidate's first file: when a candidate gains a site in a file that sorts first, the
+    unchanged errors of its old first file may list one more of their own."""
+    own = "\n".join(f"def t{n}(x):\n    assert x.out, 'norm {n} keeps its output'" for n in range(4))
+    shared = "def s(x):\n    assert x.out, 'the output is kept'\n"
+    first_sites = _sites(own + "\n" + shared, path="python/sglang/m.py")
+    extra = _sites(shared, path="python/sglang/a.py")
+    first, second = group_sites(tuple(first_sites), "r/r"), group_sites(tuple(first_sites + extra), "r/r")
+    state = derive.RelatedIndex(limit=3)
+    assert state.update(first, {"python/sglang/m.py": "1"}) == derive.related_errors(first, limit=3)
+    again = state.update(second, {"python/sglang/m.py": "1", "python/sglang/a.py": "1"})
+    assert again == derive.related_errors(second, limit=3)
+
+
 @pytest.mark.real
 def test_related_errors_of_the_kv4_error_are_about_platforms_or_kv_cache_dtypes(sglang):
     entries = group_sites(sglang.sites, sglang.upstream.repo)
