@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import derive, render
+from generator import derive, docstrings, render
 from generator.content import load_curated
 from generator.extract import extract_source
 from generator.files import state_bytes
@@ -136,14 +136,14 @@ DOCSTRINGS = textwrap.dedent(
     ],
 )
 def test_docstring_of(line, function, expected):
-    assert derive.docstring_of(DOCSTRINGS, line, function) == expected
+    assert docstrings.docstring_of(DOCSTRINGS, line, function) == expected
 
 
 def test_docstring_of_reads_each_definition_once_for_a_file():
     read: dict[int, str | None] = {}
-    assert derive.docstring_of(DOCSTRINGS, 13, "Pool.alloc", read) == "Allocate `n` slots.\n\nRaises when full."
-    assert derive.docstring_of(DOCSTRINGS, 12, "Pool.alloc", read) == "Allocate `n` slots.\n\nRaises when full."
-    assert derive.docstring_of(DOCSTRINGS, 17, "Pool.free", read) is None
+    assert docstrings.docstring_of(DOCSTRINGS, 13, "Pool.alloc", read) == "Allocate `n` slots.\n\nRaises when full."
+    assert docstrings.docstring_of(DOCSTRINGS, 12, "Pool.alloc", read) == "Allocate `n` slots.\n\nRaises when full."
+    assert docstrings.docstring_of(DOCSTRINGS, 17, "Pool.free", read) is None
     assert sorted(read) == [4, 14]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -104,3 +105,19 @@ def test_highlighted_lines_are_closed_on_each_line():
     assert len(lines) == 3
     for line in lines:
         assert line.count("<span") == line.count("</span>")
+
+
+def test_the_excerpt_cache_outlives_an_edit_of_the_related_errors_ranking(tmp_path, monkeypatch):
+    """Excerpts are kept under `excerpter_version`: it changes with what makes them (the
+    highlighter and the docstring reader), not with the module that ranks related errors."""
+    from generator import derive, docstrings, highlight
+
+    before = highlight.excerpter_version()
+    edited = tmp_path / "derive.py"
+    edited.write_text(Path(derive.__file__).read_text() + "\n# an edit of the ranking\n")
+    monkeypatch.setattr(derive, "__file__", str(edited))
+    assert highlight.excerpter_version() == before
+    reader = tmp_path / "docstrings.py"
+    reader.write_text(Path(docstrings.__file__).read_text() + "\n# an edit of the reader\n")
+    monkeypatch.setattr(docstrings, "__file__", str(reader))
+    assert highlight.excerpter_version() != before
