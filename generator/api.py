@@ -67,6 +67,13 @@ def error_document(article: Article, upstream: Upstream) -> dict:
             else None
         ),
         "situations": list(curated.situations) if curated else [],
+        "evidence": [
+            {"path": e.path, "line": e.line, "quote": e.quote, "claim": e.claim, "url": article.upstream.url(e.path, e.line)}
+            for e in curated.evidence
+        ]
+        if curated
+        else [],
+        "reports": list(curated.reports) if curated else [],
         "tags": list(curated.tags) if curated else [],
         "curated": curated is not None,
         "review": bool(curated and curated.review),
@@ -199,6 +206,18 @@ def error_schema(base_url: str) -> dict:
                 }
             ),
             "situations": _STRINGS,
+            "evidence": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["path", "line", "quote", "claim", "url"],
+                    "properties": {
+                        "path": _STRING, "line": _nullable({"type": "integer"}), "quote": _STRING, "claim": _nullable(_STRING), "url": _STRING,
+                    },
+                    "additionalProperties": False,
+                },
+            },
+            "reports": _STRINGS,
             "tags": _STRINGS,
             "curated": {"type": "boolean"},
             "review": {"type": "boolean"},

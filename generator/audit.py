@@ -11,12 +11,12 @@ import ast
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.content import ERRORS_FOLDER, ContentProblem, CuratedFile, error_links, markdown_fields, same_message
 from generator.history import resolve
-from generator.model import Curated, ErrorEntry, LedgerRecord, Site
+from generator.model import Curated, ErrorEntry, Evidence, LedgerRecord, Site
 from generator.upstream import Source
 
 FINGERPRINT_VERSION = "errorkb-fingerprint-v1"
@@ -247,26 +247,79 @@ def extraction_problems(
 def evidence_problems(files: Mapping[str, CuratedFile], source: Source) -> tuple[ContentProblem, ...]:
     """Evidence whose quote is not in its file at `source`'s revision (white space is not
     compared), or whose file upstream does not have; each names the claim it backed."""
-    by_path = {file.path: file for file in source.files()}
-    texts: dict[str, str | None] = {}
+    texts = QuotedFiles(source)
     problems = []
     for error, file in sorted(files.items()):
         for index, evidence in enumerate(file.curated.evidence):
-            if evidence.path not in texts:
-                found = by_path.get(evidence.path)
-                texts[evidence.path] = _unspaced(source.read(found).decode("utf-8", "replace")) if found else None
-            text = texts[evidence.path]
-            field = f"evidence[{index}]"
+            if texts.find(evidence) is not None:
+                continue
             backed = f" (it backs: {evidence.claim})" if evidence.claim else ""
             revision = source.upstream.revision
-            if text is None:
+            if not texts.exists(evidence.path):
                 problem = f"{evidence.path} does not exist at {revision}{backed}"
-            elif _unspaced(evidence.quote) not in text:
-                problem = f"quote not found in {evidence.path} at {revision}{backed}"
             else:
-                continue
+                problem = f"quote not found in {evidence.path} at {revision}{backed}"
+            field = f"evidence[{index}]"
             problems.append(ContentProblem(file.curated.path, file.line(field), field, problem))
     return tuple(problems)
+
+
+def located_evidence(curated: Mapping[str, Curated], source: Source) -> dict[str, Curated]:
+    """`curated` with each evidence's `line` where its quote is at `source`'s revision, so a
+    page links the line the claim rests on even after upstream moved it; evidence whose quote
+    is gone keeps no line (`check` reports it)."""
+    texts = QuotedFiles(source)
+    located = {}
+    for error, entry in curated.items():
+        if entry.evidence:
+            entry = replace(entry, evidence=tuple(replace(e, line=texts.find(e)) for e in entry.evidence))
+        located[error] = entry
+    return located
+
+
+class QuotedFiles:
+    """Upstream files read once each, to find quotes in them with white space not compared."""
+
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._by_path = {file.path: file for file in source.files()}
+        # By path: the text without white space, and at each of its characters the line it is on.
+        self._texts: dict[str, tuple[str, list[int]] | None] = {}
+
+    def exists(self, path: str) -> bool:
+        return path in self._by_path
+
+    def find(self, evidence: Evidence) -> int | None:
+        """The 1-based line where `evidence.quote` starts: of several, the one nearest its
+        `line`, else the first; None when the file or the quote is not there."""
+        text = self._text(evidence.path)
+        quote = _unspaced(evidence.quote)
+        if text is None or not quote:
+            return None
+        squashed, lines = text
+        found = []
+        start = squashed.find(quote)
+        while start != -1:
+            found.append(lines[start])
+            start = squashed.find(quote, start + 1)
+        if not found:
+            return None
+        near = evidence.line
+        return min(found, key=lambda line: abs(line - near)) if near else found[0]
+
+    def _text(self, path: str) -> tuple[str, list[int]] | None:
+        if path not in self._texts:
+            file = self._by_path.get(path)
+            if file is None:
+                self._texts[path] = None
+            else:
+                chars, lines = [], []
+                for number, line in enumerate(self._source.read(file).decode("utf-8", "replace").splitlines(), 1):
+                    squashed = _unspaced(line)
+                    chars.append(squashed)
+                    lines.extend([number] * len(squashed))
+                self._texts[path] = ("".join(chars), lines)
+        return self._texts[path]
 
 
 def _unspaced(text: str) -> str:

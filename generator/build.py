@@ -129,7 +129,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         past = history.build_history(inputs.content, entries, extraction.upstream, blobs, state.codes_of(changed))
         pins = history.pinned_upstreams(past.records, extraction.upstream)
         written_here = load_content(inputs.content, extraction.upstream.repo, inputs.cache_dir)
-        curated = history.carry_curated(written_here, past.records)
+        # Each evidence quote is found again at this revision, for the line its link names.
+        curated = audit.located_evidence(history.carry_curated(written_here, past.records), source)
         by_id = {entry.id: entry for entry in entries}
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)

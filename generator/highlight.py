@@ -27,7 +27,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 from pygments.token import Error, Token, Whitespace, _TokenType
 
-from generator import docstrings
+from generator import docstrings as docstring_reader
 from generator.files import write_cache
 from generator.model import ErrorEntry, Site, Snippet, SourceFile
 from generator.progress import Progress
@@ -237,7 +237,7 @@ def excerpt_blob(data: bytes, request: Request) -> Excerpts:
             lines[start + offset] = (plain, markup)
     keep_ends = text.splitlines(keepends=True)
     read: dict[int, str | None] = {}
-    docstrings = {(line, function): docstrings.docstring_of(keep_ends, line, function, read) for line, function in request.functions}
+    docstrings = {(line, function): docstring_reader.docstring_of(keep_ends, line, function, read) for line, function in request.functions}
     return Excerpts(lines, docstrings)
 
 
@@ -249,7 +249,7 @@ def excerpter_version() -> str:
     """Changes with this module, the docstring reader and Pygments, so stale markup is never
     served from the cache."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
-    digest.update(Path(docstrings.__file__).read_bytes())
+    digest.update(Path(docstring_reader.__file__).read_bytes())
     digest.update(pygments.__version__.encode())
     return digest.hexdigest()[:16]
 

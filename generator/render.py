@@ -29,7 +29,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from generator import api
-from generator.model import Article, Change, ListedError, Location, Placeholder, Site, Upstream
+from generator.model import Article, Change, Evidence, ListedError, Location, Placeholder, Site, Upstream
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -157,6 +157,8 @@ class ErrorPage(Page):
     example_after: Markup | None
     trigger: Markup
     situations: list[Markup]
+    evidence: list[tuple[str, Evidence]]
+    reports: list[str]
     docstring: str | None
     related: list[tuple[str, str]]
     moved_to: tuple[str, str] | None
@@ -334,6 +336,8 @@ def error_page(article: Article, info: SiteInfo) -> ErrorPage:
         example_after=highlight_code(curated.example_fix.after, curated.example_fix.language) if curated and curated.example_fix else None,
         trigger=markdown(article.trigger) if article.trigger_curated else derived_markdown(article.trigger),
         situations=[markdown(situation) for situation in curated.situations] if curated else [],
+        evidence=[(article.upstream.url(e.path, e.line), e) for e in curated.evidence] if curated else [],
+        reports=list(curated.reports) if curated else [],
         docstring=first_doc,
         related=[(f"{root}errors/{related.id}/", shorten(related.title)) for related in article.related],
         moved_to=moved_to,

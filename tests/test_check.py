@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -211,3 +212,45 @@ def test_stale_revisions_for_the_build_name_the_revision_written_for(sglang):
     assert stale_revisions(load_curated(DATA / "stale"), entries, source) == {KV4: "v0.5.22"}
     real = load_curated(Path(__file__).parent.parent / "content")
     assert stale_revisions(real, entries, source) == {}
+
+
+def test_evidence_is_checked_by_its_quote_and_linked_where_the_quote_is_now(tmp_path, capsys):
+    """Each evidence quote must be in its file at the pinned revision (white space aside): a
+    missing one fails `check` naming the claim it backed. The page and the API document link
+    each quote's line as found at the revision built, even after upstream moved it."""
+    moved = {"python/sglang/srt/cache.py": "import os\n\n\n" + textwrap.dedent(MODULE["python/sglang/srt/cache.py"])}
+    first, second = make_repo(tmp_path / "repo", [MODULE, moved])
+    content, cache = tmp_path / "content", tmp_path / "cache"
+    error = error_id("sgl-project/sglang", "ValueError", "Unsupported KV cache dtype.")
+    (content / "errors").mkdir(parents=True)
+    entry = content / "errors" / f"{error}.yaml"
+    entry.write_text(
+        f'id: "{error}"\nexception: ValueError\nmessage: "Unsupported KV cache dtype."\n'
+        "explanation: Only fp16 and fp8 caches exist.\nsolutions:\n  - title: Use fp8\n    body: Use fp8.\n"
+        "reports:\n  - https://github.com/sgl-project/sglang/issues/1\n"
+        "evidence:\n"
+        "  - path: python/sglang/srt/cache.py\n    line: 2\n    quote: 'if dtype  ==\n      \"fp4\":'\n    claim: fp4 is refused\n"
+    )
+
+    def errorkb(command: str, *argv: str, at: str) -> tuple[int, str]:
+        code = main([command, *argv, "--source", f"git:{tmp_path / 'repo'}@{at}", "--content", str(content), "--cache-dir", str(cache)])
+        return code, capsys.readouterr().err
+
+    assert errorkb("review", error, at=first)[0] == 0
+    code, err = errorkb("check", at=first)
+    assert code == 0, err
+    assert errorkb("build", "--out", str(tmp_path / "site"), at=second)[0] == 0
+    document = json.loads((tmp_path / f"site/api/errors/{error}.json").read_text())
+    url = f"https://github.com/sgl-project/sglang/blob/{second}/python/sglang/srt/cache.py#L5"
+    assert document["evidence"] == [{"path": "python/sglang/srt/cache.py", "line": 5, "quote": 'if dtype  == "fp4":', "claim": "fp4 is refused", "url": url}]
+    assert document["reports"] == ["https://github.com/sgl-project/sglang/issues/1"]
+    page = (tmp_path / f"site/errors/{error}/index.html").read_text()
+    assert "Why we say this" in page and f'<a href="{url}"><code>python/sglang/srt/cache.py:5</code></a>' in page
+    assert "Reported in" in page and "https://github.com/sgl-project/sglang/issues/1" in page
+
+    extra = "  - path: python/sglang/srt/cache.py\n    quote: 'if dtype == \"int4\":'\n    claim: int4 is refused too\n"
+    entry.write_text(entry.read_text().replace("    claim: fp4 is refused\n", "    claim: fp4 is refused\n" + extra))
+    code, err = errorkb("check", at=second)
+    assert code == 1
+    assert f"{entry}:" in err
+    assert f"'evidence[1]': quote not found in python/sglang/srt/cache.py at {second} (it backs: int4 is refused too)" in err
