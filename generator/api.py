@@ -81,6 +81,7 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "related": [{"id": r.id, "message": r.title} for r in article.related],
         "aliases": list(article.aliases),
         "moved_to": record.moved_to if record and article.status == "moved" else None,
+        "split_into": list(record.split_into) if record and article.status == "split" else [],
         "retired_in": record.retired_in if record and article.status == "retired" else None,
         "last_seen": record.last_seen if record else None,
         "last_location": (
@@ -175,7 +176,7 @@ def error_schema(base_url: str) -> dict:
             "exception": _nullable(_STRING),
             "message": _nullable(_STRING),
             "title": _STRING,
-            "status": {"enum": ["active", "retired", "moved"]},
+            "status": {"enum": ["active", "retired", "moved", "split"]},
             "upstream": {
                 "type": "object",
                 "required": ["repo", "revision", "date"],
@@ -233,6 +234,7 @@ def error_schema(base_url: str) -> dict:
             },
             "aliases": {"type": "array", "items": _ID},
             "moved_to": _nullable(_ID),
+            "split_into": {"type": "array", "items": _ID},
             "retired_in": _nullable(_STRING),
             "last_seen": _nullable(_STRING),
             "last_location": _nullable(

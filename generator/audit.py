@@ -180,8 +180,14 @@ class Orphan:
     id: str
     path: str
     moved_to: str | None = None
+    split_into: tuple[str, ...] = ()
 
     def __str__(self) -> str:
+        if self.split_into:
+            return (
+                f"{self.path}: orphaned: {self.id} stood for several errors, now {', '.join(self.split_into)}; "
+                "move the text to the file of the one it explains and review it (the file is kept)"
+            )
         if self.moved_to:
             return (
                 f"{self.path}: orphaned: {self.id} was reworded and is now {self.moved_to}; "
@@ -204,7 +210,9 @@ def find_orphans(
     for error, path in sorted(ids):
         record = ledger.get(error)
         moved_to = resolve(ledger, error) if record and record.status == "moved" else aliases.get(error)
-        if moved_to and moved_to != error:
+        if record and record.status == "split":
+            found.append(Orphan(error, path, split_into=record.split_into))
+        elif moved_to and moved_to != error:
             found.append(Orphan(error, path, moved_to))
         elif error not in entries and record is None:
             found.append(Orphan(error, path))

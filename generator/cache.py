@@ -50,7 +50,7 @@ def site_to_json(site: Site) -> list:
     template = None
     if site.template is not None:
         template = [
-            part if isinstance(part, str) else [part.expr, part.conversion, part.format_spec, part.equal]
+            part if isinstance(part, str) else [part.expr, part.conversion, part.format_spec, part.equal, part.optional]
             for part in site.template.parts
         ]
     return [
@@ -66,11 +66,13 @@ def site_to_json(site: Site) -> list:
         site.snippet_start,
         site.snippet_end,
         site.ordinal,
+        site.resolved,
+        site.legacy_key,
     ]
 
 
 def site_from_json(row: list, path: str) -> Site:
-    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal = row
+    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal, resolved, legacy = row
     if template is not None:
         template = Template(tuple(part if isinstance(part, str) else Placeholder(*part) for part in template))
     return Site(
@@ -87,4 +89,6 @@ def site_from_json(row: list, path: str) -> Site:
         snippet_start=start,
         snippet_end=end,
         ordinal=ordinal,
+        resolved=resolved,
+        legacy_key=legacy,
     )

@@ -204,6 +204,11 @@ def error_links(text: str) -> Iterator[str]:
 # -- Templates -------------------------------------------------------------------------------------
 
 
+# A self-documenting placeholder's text, `{expr=}` (with its conversion and format spec, if
+# any): its key is `expr={}`, as the extractor's.
+_DOCUMENTED = re.compile(r"(.*?)=(?:![rsa])?(?::[^{}]*)?$", re.DOTALL)
+
+
 def template_key(message: str) -> str:
     """The id key of a template's text: every `{expr}` written `{}`, whitespace collapsed.
 
@@ -217,11 +222,12 @@ def template_key(message: str) -> str:
             out.append(message[index : index + 2])
             index += 2
         elif char == "{":
-            depth, index = 1, index + 1
+            start, depth, index = index + 1, 1, index + 1
             while index < length and depth:
                 depth += {"{": 1, "}": -1}.get(message[index], 0)
                 index += 1
-            out.append("{}")
+            documented = _DOCUMENTED.match(message, start, index - 1)
+            out.append(documented[1] + "={}" if documented else "{}")
         else:
             out.append(char)
             index += 1

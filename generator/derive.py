@@ -694,7 +694,7 @@ def derive_articles(
     for record in ledger:
         if record.status == "active" or record.id in active or (ids is not None and record.id not in ids):
             continue
-        target = record.moved_to if record.status == "moved" else None
+        targets = (record.moved_to,) if record.status == "moved" and record.moved_to else record.split_into
         articles.append(
             Article(
                 id=record.id,
@@ -708,7 +708,7 @@ def derive_articles(
                 trigger=None,
                 trigger_curated=False,
                 mentions=(),
-                related=(Related(target, titles.get(target, target)),) if target else (),
+                related=tuple(Related(target, titles.get(target, target)) for target in targets),
                 aliases=tuple(sorted(record.aliases)),
                 record=record,
                 upstream=pins.get(record.id, upstream),

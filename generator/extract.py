@@ -19,12 +19,13 @@ import io
 import re
 import string
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import libcst as cst
 
-from generator.model import Placeholder, Site, Template
+from generator.model import Placeholder, Site, Template, escape_braces
 
 SNIPPET_BEFORE = 10
 SNIPPET_AFTER = 9
@@ -298,10 +299,17 @@ class _Reader:
         exception, message, assert_condition = self._subject(found)
         line, end_line = node.lineno, node.end_lineno or node.lineno
         conditions = tuple(text for guard in found.guards for text in self._condition(guard))
+        template = None
+        resolved = False
+        if message is not None:
+            template = self.variable_template(message, found) if isinstance(message, ast.Name) else None
+            resolved = template is not None
+            template = template or self.template(message)
         return Site(
             kind=found.kind,
             exception=exception,
-            template=self.template(message) if message is not None else None,
+            template=template,
+            resolved=resolved,
             path=path,
             line=line,
             end_line=end_line,
@@ -382,11 +390,86 @@ class _Reader:
             return f"case {self.source(node.pattern)}"
         raise AssertionError(f"no context for {type(node).__name__}")
 
+    def variable_template(self, name: ast.Name, found: Found) -> Template | None:
+        """The template of a message held in a local variable: its one assignment of text
+        above the raise in the same function (`msg = "..."`, an f-string), then each `msg +=`
+        between it and the raise; an addition not on every path to the raise (in a branch or
+        loop the raise is not in) is an optional part. None when the code does not say."""
+        if found.scope is None:
+            return None
+        raised = found.node.lineno
+        assigned, added = [], []
+        # Each node's parent, and the parent's field (`body`, `orelse`, ...) holding it.
+        parents: dict[int, tuple[ast.AST, str]] = {}
+        for node in ast.walk(found.scope):
+            for field, value in ast.iter_fields(node):
+                for child in value if isinstance(value, list) else (value,):
+                    if isinstance(child, ast.AST):
+                        parents[id(child)] = (node, field)
+            if getattr(node, "lineno", raised) >= raised or node is not found.scope and isinstance(node, _DEFINITIONS):
+                continue
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == name.id for t in targets):
+                    assigned.append(node)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name.id:
+                added.append(node)
+        if len(assigned) != 1 or assigned[0].value is None or not _is_text(assigned[0].value):
+            return None
+        first = assigned[0]
+        # Statements on every path to the raise: those whose enclosing blocks all hold it too.
+        around = set(_blocks(found.node, parents, found.scope))
+        if not _within(first, parents, around, found.scope):
+            return None
+        parts = list(self.template(first.value).parts)
+        for addition in sorted(added, key=lambda a: (a.lineno, a.col_offset)):
+            if addition.lineno < first.lineno:
+                continue
+            if not isinstance(addition.op, ast.Add) or not _is_text(addition.value):
+                return None
+            more = self.template(addition.value)
+            if _within(addition, parents, around, found.scope):
+                parts.extend(more.parts)
+            else:
+                parts.append(Placeholder(expr=more.text, optional=True))
+        template = Template(_merge(parts))
+        return template if template.has_literal else None
+
     def template(self, node: ast.expr) -> Template:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             # A plain literal needs no concrete syntax tree: its value is the whole message.
             return Template((node.value,) if node.value else ())
         return template_of(self.source(node))
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _is_text(node: ast.expr) -> bool:
+    """Whether an expression is message text: a string literal, an f-string, or `+`, `%` and
+    `.format` over one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return _is_text(node.left) or isinstance(node.op, ast.Add) and _is_text(node.right)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _is_text(node.func.value)
+    return False
+
+
+def _blocks(node: ast.AST, parents: dict[int, tuple[ast.AST, str]], scope: ast.AST) -> Iterator[tuple[int, str]]:
+    """The blocks around `node` up to `scope`, innermost first: each as its node and field."""
+    while node is not scope and id(node) in parents:
+        node, field = parents[id(node)]
+        yield id(node), field
+
+
+def _within(statement: ast.AST, parents: dict[int, tuple[ast.AST, str]], around: set[tuple[int, str]], scope: ast.AST) -> bool:
+    """Whether `statement`, above the raise, runs on every path to it: each block it sits in
+    (an `if`'s body or else, a loop's body, a `try`) holds the raise too."""
+    return all(block in around for block in _blocks(statement, parents, scope))
 
 
 def _argument(call: ast.Call, index: int, keywords: tuple[str, ...]) -> ast.expr | None:
@@ -424,15 +507,28 @@ def _resolve(name: ast.expr, found: Found) -> ast.AST | None:
 
 
 def _number(sites: list[Site]) -> tuple[Site, ...]:
-    """Give each site without literal text its ordinal among like sites of its function."""
+    """Give each site without literal text its ordinal among like sites of its function, and
+    each site whose id key the earlier rules made otherwise its `legacy_key`."""
     seen: dict[tuple, int] = {}
+    seen_before: dict[tuple, int] = {}
     numbered = []
     for site in sites:
+        group = (site.function, site.kind, site.exception, site.assert_condition)
         if site.message is None:
-            group = (site.function, site.kind, site.exception, site.assert_condition)
             ordinal = seen.get(group, 0)
             seen[group] = ordinal + 1
             site = replace(site, ordinal=ordinal)
+        # Before, a message held in a variable had no text, nor had `{expr=}` placeholders,
+        # whose key was `{}`.
+        template = site.template
+        if template is not None and not site.resolved and any(isinstance(part, str) and part.strip() for part in template.parts):
+            before = _WHITESPACE.sub(" ", "".join("{}" if isinstance(part, Placeholder) else escape_braces(part) for part in template.parts)).strip()
+        else:
+            ordinal = seen_before.get(group, 0)
+            seen_before[group] = ordinal + 1
+            before = replace(site, template=None, ordinal=ordinal).key
+        if before != site.key:
+            site = replace(site, legacy_key=before)
         numbered.append(site)
     return tuple(numbered)
 

@@ -12,13 +12,13 @@ import difflib
 import hashlib
 import json
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from generator.errors import ContentError
 from generator.files import write_atomic
-from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream
+from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream, error_id
 
 LEDGER_FOLDER = "ledger"
 CHANGES_NAME = "changes.jsonl"
@@ -73,8 +73,9 @@ def load_ledger(content: Path, lines: dict[str, tuple[tuple, str]] | None = None
                 if not _FIELD_NAMES.issuperset(data):
                     raise ValueError(f"unknown field {sorted(set(data) - _FIELD_NAMES)[0]!r}")
                 data.setdefault("last_seen", latest or data.get("first_seen"))
-                if "aliases" in data:
-                    data["aliases"] = tuple(data["aliases"])
+                for listed in ("aliases", "split_into"):
+                    if listed in data:
+                        data[listed] = tuple(data[listed])
                 record = LedgerRecord(**data)
             except (ValueError, TypeError, AttributeError) as error:
                 problems.append(f"{path}:{number}: ledger record: {error}")
@@ -113,8 +114,9 @@ def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[
             data = {k: v for k in _RECORD_FIELDS if _DEFAULTS.get(k, _NO_DEFAULT) != (v := getattr(record, k))}
             if data["status"] == "active":
                 del data["last_seen"]
-            if "aliases" in data:
-                data["aliases"] = list(data["aliases"])
+            for listed in ("aliases", "split_into"):
+                if listed in data:
+                    data[listed] = list(data[listed])
             text = json.dumps(data, sort_keys=True, ensure_ascii=False)
         shards.setdefault(error_id[0], []).append(text)
     return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(texts) + "\n").encode() for digit, texts in shards.items()}
@@ -213,7 +215,11 @@ def update_ledger(
 
     vanished = [r for r in previous.values() if r.status == "active" and r.id not in current]
     appeared = [e for e in entries if e.id not in previous or previous[e.id].status != "active"]
-    pairs = pair_rewordings(vanished, appeared)
+    # Ids the id rules changed (a message read from its variable, `{expr=}` keeping its text)
+    # go to the errors whose sites had them; the rest may be rewordings.
+    rekeyed = legacy_ids(entries, upstream.repo, {r.id for r in vanished})
+    pairs = {old: new[0] for old, new in rekeyed.items() if len(new) == 1}
+    pairs.update(pair_rewordings([r for r in vanished if r.id not in rekeyed], appeared))
     reworded_to = set(pairs.values())
     for entry in entries:
         old = previous.get(entry.id)
@@ -225,12 +231,15 @@ def update_ledger(
             change(entry.id, "moved", entry.title, f"{old.path}:{old.line} ({old.function or 'module'})")
     for old in vanished:
         new_id = pairs.get(old.id)
-        if new_id is not None:
+        if len(rekeyed.get(old.id, ())) > 1:
+            records[old.id] = replace(old, status="split", split_into=rekeyed[old.id], retired_in=revision, aliases=())
+            change(old.id, "split", old.message, " ".join(rekeyed[old.id]))
+        elif new_id is not None:
             records[old.id] = replace(old, status="moved", moved_to=new_id, retired_in=revision, aliases=())
             target = records[new_id]
             aliases = tuple(sorted({*target.aliases, old.id, *old.aliases}))
             records[new_id] = replace(target, aliases=aliases)
-            change(old.id, "reworded", old.message, new_id)
+            change(old.id, "rekeyed" if old.id in rekeyed else "reworded", old.message, new_id)
         else:
             records[old.id] = replace(old, status="retired", retired_in=revision)
             change(old.id, "retired", old.message)
@@ -309,6 +318,19 @@ def pinned_upstreams(records: Mapping[str, LedgerRecord], upstream: Upstream) ->
             found = made[pin] = pinned_upstream(record, upstream)
         pins[error] = found
     return pins
+
+
+def legacy_ids(entries: Iterable[ErrorEntry], repo: str, wanted: Collection[str]) -> dict[str, tuple[str, ...]]:
+    """Of the `wanted` ids, those some site had under the earlier id rules (`Site.legacy_key`):
+    each with the ids, sorted, of the errors whose sites had it."""
+    found: dict[str, set[str]] = {}
+    for entry in entries:
+        for site in entry.sites:
+            if site.legacy_key is not None:
+                old = error_id(repo, site.exception or "", site.legacy_key)
+                if old in wanted:
+                    found.setdefault(old, set()).add(entry.id)
+    return {old: tuple(sorted(new)) for old, new in sorted(found.items())}
 
 
 def pair_rewordings(vanished: list[LedgerRecord], appeared: list[ErrorEntry]) -> dict[str, str]:

@@ -30,6 +30,7 @@ def record(cls: type) -> type:
     cls.__reduce__ = __reduce__
     return cls
 
+_WORDY = re.compile(r"[^\W_]")
 _WHITESPACE = re.compile(r"\s+")
 
 KINDS = ("raise", "assert", "warning")
@@ -47,8 +48,13 @@ class Placeholder:
     conversion: str = ""
     format_spec: str = ""
     equal: bool = False
+    # A part of a message held in a variable that only some paths add (`if ...: msg += ...`):
+    # `expr` is that part's template, shown as `{[...]}` and matched whether present or not.
+    optional: bool = False
 
     def render(self) -> str:
+        if self.optional:
+            return "{[" + self.expr + "]}"
         text = self.expr + ("=" if self.equal else "")
         if self.conversion:
             text += "!" + self.conversion
@@ -76,13 +82,18 @@ class Template:
 
     @property
     def has_literal(self) -> bool:
-        return any(isinstance(part, str) and part.strip() for part in self.parts)
+        """Whether the user sees some text that is not a value: a literal part with a letter
+        or digit (`{a}, {b}` says nothing of which error it is), or the expression a
+        self-documenting `{expr=}` prints."""
+        return any(part.equal if isinstance(part, Placeholder) else _WORDY.search(part) for part in self.parts)
 
     @property
     def key(self) -> str:
-        """The template with whitespace runs collapsed and every placeholder written `{}`."""
+        """The template with whitespace runs collapsed and every placeholder written `{}`,
+        but a self-documenting `{expr=}` written `expr={}` (SPEC: its text is printed)."""
         raw = "".join(
-            "{}" if isinstance(part, Placeholder) else escape_braces(part) for part in self.parts
+            (escape_braces(part.expr) + "={}" if part.equal else "{}") if isinstance(part, Placeholder) else escape_braces(part)
+            for part in self.parts
         )
         return _WHITESPACE.sub(" ", raw).strip()
 
@@ -118,6 +129,11 @@ class Site:
     snippet_start: int
     snippet_end: int
     ordinal: int = 0
+    # Whether the message was read from the assignments to the variable raised (`msg = ...`).
+    resolved: bool = False
+    # The id key under the rules before messages were read from variables and `{expr=}` kept
+    # its text, where it differs from `key`: the ledger moves such ids to their new ones.
+    legacy_key: str | None = None
 
     @property
     def message(self) -> str | None:
@@ -315,8 +331,9 @@ class Curated:
 class LedgerRecord:
     """One id ever published, as the ledger (`content/ledger.jsonl`) remembers it.
 
-    `status` is `active`, `retired` (no longer raised since `retired_in`) or `moved` (a
-    reworded message: `moved_to` is the new id). `last` keeps the last known message, exception
+    `status` is `active`, `retired` (no longer raised since `retired_in`), `moved` (a
+    reworded message, or an id the id rules changed: `moved_to` is the new id) or `split`
+    (errors that shared the id under earlier rules, each with an id of its own: `split_into`). `last` keeps the last known message, exception
     and location so a retired page can still say what and where it was.
 
     `code` fingerprints where the error's code is (each site's path, lines and file blob), and
@@ -341,6 +358,8 @@ class LedgerRecord:
     code: str = ""
     pinned: str = ""
     pinned_date: str = ""
+    # Status `split`: the ids that shared this one under earlier id rules, each its own now.
+    split_into: tuple[str, ...] = ()
 
 
 @record

@@ -26,6 +26,8 @@ def extractor_version() -> str:
     result, so the cache never serves sites an older extractor found."""
     # Found without importing it: a build whose blobs are all cached never loads libcst.
     digest = hashlib.sha256(Path(find_spec("generator.extract").origin).read_bytes())
+    # And the records it makes: a site's key (`model.Site.key`) decides its `legacy_key`.
+    digest.update(Path(find_spec("generator.model").origin).read_bytes())
     digest.update(f"{package_version('libcst')}|{sys.version_info[:2]}".encode())
     return digest.hexdigest()[:16]
 

@@ -266,7 +266,7 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     """The matcher of an entry with a message, None for one without literal text."""
     if entry.message is None or entry.template is None:
         return None
-    parts = entry.template.parts
+    parts = shown_parts(entry.template.parts)
     segments: list[str] = []
     anchors: list[str] = []
     for number, part in enumerate(parts):
@@ -281,6 +281,23 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     starts = isinstance(parts[0], str) and bool(squash(parts[0]))
     ends = isinstance(parts[-1], str) and bool(squash(parts[-1]))
     return _Matcher(tuple(segments), starts, ends, tuple(dict.fromkeys(anchors)))
+
+
+def shown_parts(parts: tuple) -> list:
+    """A template's parts as a paste shows them: a self-documenting `{expr=}` prints its
+    expression's text, `expr=`, before the value."""
+    shown: list = []
+    for part in parts:
+        if isinstance(part, Placeholder) and part.equal:
+            text = part.expr + "="
+            if shown and isinstance(shown[-1], str):
+                shown[-1] += text
+            else:
+                shown.append(text)
+            shown.append(Placeholder(part.expr))
+        else:
+            shown.append(part)
+    return shown
 
 
 def _safe_tokens(literal: str, first: bool, last: bool) -> list[str]:
@@ -304,7 +321,7 @@ def document_tokens(entry: ErrorEntry) -> list[str]:
     files it is raised in, and for asserts the condition checked."""
     text = [entry.exception or ""]
     if entry.template is not None:
-        text.extend(part for part in entry.template.parts if isinstance(part, str))
+        text.extend(part for part in shown_parts(entry.template.parts) if isinstance(part, str))
     for site in _distinct_places(entry.sites):
         text.append(site.function)
         text.append(site.path.rsplit("/", 1)[-1].removesuffix(".py"))

@@ -167,6 +167,8 @@ def test_json_schema_describes_every_field():
         pytest.param("got {x}  and\n{y!r:>3}", "got {} and {}", id="placeholders"),
         pytest.param("dict {{a}} is {d['k']}", "dict {{a}} is {}", id="escaped-braces"),
         pytest.param("set {{1, 2}} vs { {1, 2} }", "set {{1, 2}} vs {}", id="nested-braces"),
+        pytest.param("{res=}, {res.text=!r}, {x[1:2]=:>4}, {a != b}", "res={}, res.text={}, x[1:2]={}, {}", id="self-documenting"),
+        pytest.param("Not enough memory.{[ Current value: {v}]}", "Not enough memory.{}", id="optional-part"),
     ],
 )
 def test_template_key(message, key):

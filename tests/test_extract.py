@@ -117,7 +117,10 @@ TEMPLATES = [
 
 @pytest.mark.parametrize("source, message", TEMPLATES)
 def test_message_template(source, message):
-    assert only_site(source).message == message
+    site = only_site(source)
+    assert site.template.text == message
+    # Values and punctuation alone name no error: such a site is keyed by its place.
+    assert site.message == (message if site.template.has_literal else None)
 
 
 NO_LITERAL_TEXT = [
@@ -459,3 +462,56 @@ def test_bom_and_non_ascii_text_keep_exact_positions_and_text():
 def test_latin1_coding_cookie_is_honoured():
     data = "# -*- coding: latin-1 -*-\nraise ValueError('café')\n".encode("latin-1")
     assert extract_source(data, PATH)[0].message == "café"
+
+
+def test_a_message_held_in_a_variable_is_read_from_its_assignments():
+    """`msg = "..."`, then `msg += ...`: the message users see, with an addition made only on
+    some paths as an optional part; an f-string assigned once; not a value of unknown text."""
+    source = textwrap.dedent(
+        '''
+        def post_init(self):
+            if self.max_total_num_tokens <= 0:
+                msg = "Not enough memory. Please try to increase --mem-fraction-static."
+                if self.mem_fraction_static is not None:
+                    msg += f" Current value: mem_fraction_static={self.mem_fraction_static}"
+                raise RuntimeError(msg)
+
+        def balance(pre, local):
+            msg = "The memory capacity is unbalanced. "
+            msg += f"{pre=}"
+            raise RuntimeError(msg)
+
+        def decode(n):
+            error_msg = f"Decode out of memory. Try to allocate {n} tokens."
+            raise RuntimeError(error_msg)
+
+        def unknown(x):
+            m = describe(x)
+            raise ValueError(m)
+        '''
+    ).encode()
+    memory, balance, decode, unknown = extract_source(source, "python/sglang/srt/m.py")
+    assert memory.message == "Not enough memory. Please try to increase --mem-fraction-static.{[ Current value: mem_fraction_static={self.mem_fraction_static}]}"
+    assert memory.key == "Not enough memory. Please try to increase --mem-fraction-static.{}"
+    assert memory.legacy_key == "@python/sglang/srt/m.py:post_init:0"
+    assert balance.message == "The memory capacity is unbalanced. {pre=}" and balance.key == "The memory capacity is unbalanced. pre={}"
+    assert decode.message == "Decode out of memory. Try to allocate {n} tokens."
+    assert unknown.message is None and unknown.legacy_key is None
+
+
+def test_self_documenting_placeholders_keep_their_text_and_punctuation_alone_is_no_message():
+    """`{res=}` prints `res=`: it keys as text, so asserts made of such placeholders are each
+    their own error; a template of values and punctuation only (`{a}, {b}`) keys by location."""
+    source = textwrap.dedent(
+        '''
+        def warmup(res):
+            assert res.ok, f"{res=}, {res.text=}"
+            assert res.size, f"{res.size}, {res.limit}"
+            assert res.code, f"{res.code=}"
+        '''
+    ).encode()
+    documented, punctuation, other = extract_source(source, "python/sglang/srt/h.py")
+    assert documented.key == "res={}, res.text={}" and documented.legacy_key == "{}, {}"
+    assert punctuation.message is None and punctuation.key.startswith("@python/sglang/srt/h.py:warmup:0")
+    assert punctuation.legacy_key == "{}, {}"
+    assert other.key == "res.code={}" and other.legacy_key.startswith("@python/sglang/srt/h.py:warmup:")

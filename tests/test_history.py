@@ -261,3 +261,44 @@ def test_writing_the_ledger_again_reuses_the_lines_of_unchanged_records(history,
     changed = {**records, error: replace(record, message="Reworded after all")}
     assert ledger_files(changed, lines) == ledger_files(changed)
     assert b"Reworded after all" in ledger_files(changed, lines)[f"ledger/{error[0]}.jsonl"]
+
+
+def test_ids_the_id_rules_changed_are_moved_or_split_and_none_is_lost(tmp_path):
+    """The ledger knows the ids of the earlier rules: a message in a variable had none (a
+    location id), `{x=}` placeholders keyed `{}`. Each such id moves to its error's id now, or,
+    where several errors shared it, becomes a split record listing them; none is retired."""
+    from generator.extract import extract_source
+    from generator.model import LedgerRecord, Upstream, error_id
+
+    source = (
+        "def init(self):\n"
+        "    msg = 'Not enough memory.'\n"
+        "    raise RuntimeError(msg)\n"
+        "def warmup(res):\n"
+        "    assert res.ok, f'{res=}, {res.text=}'\n"
+        "    assert res.size, f'{res.size=}, {res.limit=}'\n"
+    ).encode()
+    repo = "sgl-project/sglang"
+    entries = group_sites(extract_source(source, "python/sglang/srt/m.py"), repo)
+    by_message = {entry.message: entry.id for entry in entries}
+    location = error_id(repo, "RuntimeError", "@python/sglang/srt/m.py:init:0")
+    shared = error_id(repo, "AssertionError", "{}, {}")
+    previous = {
+        error: LedgerRecord(error, "active", "v1", "v1", kind, exception, message, "python/sglang/srt/m.py", line, function)
+        for error, kind, exception, message, line, function in (
+            (location, "raise", "RuntimeError", None, 3, "init"),
+            (shared, "assert", "AssertionError", "{res=}, {res.text=}", 5, "warmup"),
+        )
+    }
+    upstream = Upstream(repo, "v2", "v2", "2026-01-02T00:00:00Z")
+    update = update_ledger(previous, entries, upstream)
+    moved = update.records[location]
+    assert moved.status == "moved" and moved.moved_to == by_message["Not enough memory."]
+    split = update.records[shared]
+    assert split.status == "split"
+    assert split.split_into == tuple(sorted((by_message["{res=}, {res.text=}"], by_message["{res.size=}, {res.limit=}"])))
+    assert {c.change for c in update.changes if c.id in previous} == {"rekeyed", "split"}
+    assert not any(record.status == "retired" for record in update.records.values())
+    # And the ledger says so in its files, read back the same.
+    write_history(tmp_path, update.records, update.changes)
+    assert load_ledger(tmp_path)[shared].split_into == split.split_into
