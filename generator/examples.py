@@ -311,7 +311,9 @@ def _checked(command: list[str]) -> None:
 def resolve_all(python: Path, commands: list[Command], timeout: float = CHILD_TIMEOUT) -> tuple[str, list[Resolution]]:
     """SGLang's version and how each command resolved, all in one child process of `python`,
     offline; `ExampleVenvError` when SGLang does not import there."""
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # Offline, and on the CPU even where there is an accelerator, so a run finds the same
+    # everywhere and CI can hold the record to it.
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
     try:
         done = subprocess.run(
             [str(python), str(CHILD)],
