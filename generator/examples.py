@@ -292,7 +292,12 @@ def sglang_venv(cache_dir: Path, requirements: Path = REQUIREMENTS, log=None) ->
         _checked([str(building / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "-r", str(requirements)])
         (building / stamp.name).write_text(digest + "\n")
         shutil.rmtree(folder, ignore_errors=True)
-        os.replace(building, folder)
+        try:
+            os.replace(building, folder)
+        except OSError:
+            # Another run made it meanwhile: theirs serves as well as ours.
+            if not (python.exists() and stamp.exists() and stamp.read_text().strip() == digest):
+                raise
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return python

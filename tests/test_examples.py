@@ -275,3 +275,11 @@ def test_the_pinned_requirements_name_sglang_and_torch():
     assert all("==" in line for line in pins), [line for line in pins if "==" not in line]
     assert "torch==2.14.1" in pins
     assert textwrap.dedent(text) == text
+
+
+def test_json_report_lists_the_examples(tmp_path, capsys):
+    argv, path = toy_content(tmp_path, f"{SERVE} fp4", f"{SERVE} fp8")
+    code = main(["check", "--json", "--run-examples", "--model-configs", str(CONFIGS), *argv, "--sglang-python", str(toy_python(tmp_path))])
+    report = json.loads(capsys.readouterr().out)
+    assert report["examples"] == [{"id": path.stem, "outcome": "reproduced", "detail": "", "after": "no error", "sglang": "0.0.1"}]
+    assert code == 4

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     covered = coverage(entries.values(), curated)
     for line in [*map(str, problems), *map(str, orphans), *map(str, stale)]:
         print(line, file=sys.stderr)
+    ran, failed_examples = run_examples(args, config, folder, curated, entries) if args.run_examples else ([], False)
     if args.json:
         report = {
             "revision": source.upstream.revision,
@@ -102,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
             "orphans": [{"id": o.id, "path": o.path, "moved_to": o.moved_to} for o in orphans],
             "stale": [{"id": s.id, "path": s.path, "written_for": s.written_for} for s in stale],
         }
+        if args.run_examples:
+            report["examples"] = [
+                {"id": r.id, "outcome": r.outcome, "detail": r.detail, "after": r.after, "sglang": r.sglang} for r in ran
+            ]
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
         print_coverage(covered, args.modules)
@@ -110,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
         f"{covered.curated}/{covered.total} errors curated ({covered.percent:.2f}%) at {source.upstream.revision}",
         file=sys.stderr,
     )
-    failed_examples = run_examples(args, config, folder, curated, entries) if args.run_examples else False
     if problems:
         return 1
     if orphans or (stale and not args.allow_stale):
@@ -120,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_examples(args: argparse.Namespace, config, folder: Path, curated: dict, entries: dict) -> bool:
+def run_examples(args: argparse.Namespace, config, folder: Path, curated: dict, entries: dict) -> tuple[list, bool]:
     """Run the example fixes, print one line each and a summary, and store or compare the record;
-    whether any that ran failed or the stored record differs."""
+    the results, and whether any that ran failed or the stored record differs."""
     from generator import examples
     from generator.commands.common import cache_dir_of
     from generator.errors import ErrorkbError
@@ -145,7 +149,7 @@ def run_examples(args: argparse.Namespace, config, folder: Path, curated: dict, 
     unmade = isinstance(python, str) or any(r.detail.startswith("venv could not be made") for r in results)
     if args.write and unmade:
         print("examples: the record was not written: no example could run", file=sys.stderr)
-        return True
+        return results, True
     if args.write:
         path = examples.write_record(folder, fresh)
         print(f"examples: wrote {len(fresh)} reproduced examples to {path}", file=sys.stderr)
@@ -160,7 +164,7 @@ def run_examples(args: argparse.Namespace, config, folder: Path, curated: dict, 
                 f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}); run `errorkb check --run-examples --write`",
                 file=sys.stderr,
             )
-    return stored_differs or (not args.allow_failing_examples and any(result.failed for result in results))
+    return results, stored_differs or (not args.allow_failing_examples and any(result.failed for result in results))
 
 
 def print_coverage(covered: Coverage, most: int) -> None:
