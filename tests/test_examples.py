@@ -3,6 +3,7 @@ before and after, the record and the badge it gives a page."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -283,3 +284,22 @@ def test_json_report_lists_the_examples(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["examples"] == [{"id": path.stem, "outcome": "reproduced", "detail": "", "after": "no error", "sglang": "0.0.1"}]
     assert code == 4
+
+
+def test_a_made_venv_is_reused_while_its_requirements_are_the_same(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("sglang==9.9.9\n")
+    folder = tmp_path / "cache" / "sglang-venv" / "9.9.9"
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").write_text("")
+    digest = hashlib.sha256(requirements.read_bytes()).hexdigest()
+    (folder / "errorkb-requirements.sha256").write_text(digest + "\n")
+    assert examples.sglang_venv(tmp_path / "cache", requirements) == folder / "bin" / "python"
+
+
+def test_requirements_without_a_pinned_sglang_make_no_venv(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.14.1\n")
+    with pytest.raises(examples.ExampleVenvError, match="no `sglang==<version>` line"):
+        examples.sglang_venv(tmp_path / "cache", requirements)
+    assert not (tmp_path / "cache").exists()
