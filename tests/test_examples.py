@@ -24,10 +24,10 @@ CONFIGS = Path(__file__).parent / "data" / "model_configs"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 # The toy's resolution, in upstream's layout: raises the entry's error for `fp4` at
-# line 10, another error for `int2` at line 12, nothing otherwise.
+# line 10, another error for `int2` at line 12, warns for `int8` at line 14, nothing otherwise.
 SERVER_ARGS = """\
 import os
-
+import warnings
 
 class ServerArgs:
     def __init__(self, argv):
@@ -38,7 +38,8 @@ class ServerArgs:
             raise ValueError(f"Unsupported KV cache dtype {self.argv[-3]}.")
         if "int2" in self.argv:
             raise ValueError("Something else went wrong.")
-
+        if "int8" in self.argv:
+            warnings.warn(f"Toy int8 cache {self.argv[-3]} is slow.")
 
     @staticmethod
     def add_cli_args(parser):
@@ -52,6 +53,7 @@ def prepare_server_args(argv):
 """
 RAISES_AT = 10
 OTHER_AT = 12
+WARNS_AT = 14
 MESSAGE = "Unsupported KV cache dtype {self.argv[-3]}."
 
 
@@ -303,3 +305,14 @@ def test_requirements_without_a_pinned_sglang_make_no_venv(tmp_path):
     with pytest.raises(examples.ExampleVenvError, match="no `sglang==<version>` line"):
         examples.sglang_venv(tmp_path / "cache", requirements)
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_warning_entry_is_reproduced_by_its_warning_from_its_line(tmp_path):
+    sites = extract_source(SERVER_ARGS.encode(), "python/sglang/srt/server_args.py")
+    (entry,) = [e for e in group_sites(sites, "sgl-project/sglang") if e.kind == "warning"]
+    _, (warned, quiet) = examples.resolve_all(toy_python(tmp_path), [command("--kv", "int8", "x", "y"), command("--kv", "fp8", "x", "y")])
+    assert warned.exception is None
+    assert [w[:2] for w in warned.warnings] == [("UserWarning", "Toy int8 cache int8 is slow.")]
+    assert warned.warnings[0][3] == WARNS_AT
+    assert examples.raises_entry(entry, warned) and not examples.raises_entry(entry, quiet)
+    assert examples.judge(entry, warned, quiet) == (examples.REPRODUCED, "", "no error")
