@@ -316,3 +316,8 @@ def test_a_warning_entry_is_reproduced_by_its_warning_from_its_line(tmp_path):
     assert warned.warnings[0][3] == WARNS_AT
     assert examples.raises_entry(entry, warned) and not examples.raises_entry(entry, quiet)
     assert examples.judge(entry, warned, quiet) == (examples.REPRODUCED, "", "no error")
+
+
+def test_example_options_need_run_examples(capsys):
+    assert main(["check", "--write"]) != 0
+    assert capsys.readouterr().err == "errorkb: --write needs --run-examples\n"

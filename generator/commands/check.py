@@ -30,6 +30,7 @@ from generator.audit import (
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import read_content
+from generator.errors import ErrorkbError
 from generator.history import load_ledger
 
 
@@ -75,6 +76,9 @@ def add_parser(subcommands) -> None:
 def run(args: argparse.Namespace) -> int:
     from generator.flags import flag_problems, server_arguments
 
+    alone = [name for name in ("write", "allow_failing_examples", "sglang_python", "model_configs") if getattr(args, name)]
+    if alone and not args.run_examples:
+        raise ErrorkbError(f"--{alone[0].replace('_', '-')} needs --run-examples")
     config = config_of(args)
     folder = content_of(args, config)
     source = source_of(args, config)
@@ -129,7 +133,6 @@ def run_examples(args: argparse.Namespace, config, folder: Path, curated: dict, 
     the results, and whether any that ran failed or the stored record differs."""
     from generator import examples
     from generator.commands.common import cache_dir_of
-    from generator.errors import ErrorkbError
 
     python: Path | str
     if args.sglang_python is not None:
