@@ -62,7 +62,12 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "explanation": curated.explanation if curated else None,
         "solutions": [{"title": s.title, "body": s.body} for s in curated.solutions] if curated else [],
         "example_fix": (
-            {"before": curated.example_fix.before, "after": curated.example_fix.after, "language": curated.example_fix.language}
+            {
+                "before": curated.example_fix.before,
+                "after": curated.example_fix.after,
+                "language": curated.example_fix.language,
+                "reproduced_with": curated.example_fix.reproduced_with,
+            }
             if curated and curated.example_fix
             else None
         ),
@@ -202,7 +207,7 @@ def error_schema(base_url: str) -> dict:
                 {
                     "type": "object",
                     "required": ["before", "after", "language"],
-                    "properties": {"before": _STRING, "after": _STRING, "language": _STRING},
+                    "properties": {"before": _STRING, "after": _STRING, "language": _STRING, "reproduced_with": _nullable(_STRING)},
                     "additionalProperties": False,
                 }
             ),

@@ -28,6 +28,8 @@ class Config:
     index_url: str = "https://pypi.org/simple"
     content: Path = Path("content")
     out: Path = Path("site")
+    # Folders `<org>--<name>/config.json` standing in for hub models when examples are run.
+    model_configs: Path = Path("tests/data/model_configs")
     cache_dir: Path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "errorkb"
     base_url: str = "https://errorkb.example.org/"
     report_url: str = "https://github.com/errorkb/errorkb/issues/new"

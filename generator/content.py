@@ -12,7 +12,7 @@ import hashlib
 import pickle
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
@@ -68,11 +68,25 @@ class CuratedFile:
 
 def load_curated(folder: Path, repo: str = DEFAULT_REPO, cache_dir: Path | None = None) -> dict[str, Curated]:
     """Every curated entry under `folder/errors/`, by id; `ContentError` listing every problem.
-    With `cache_dir`, files read as they were by the last build are not parsed again."""
+    With `cache_dir`, files read as they were by the last build are not parsed again. Example
+    fixes say which SGLang reproduced them (`with_reproduced`)."""
     files, problems = read_content(folder, repo, cache_dir)
     if problems:
         raise ContentError(format_problems(problems))
-    return {error: file.curated for error, file in files.items()}
+    return with_reproduced({error: file.curated for error, file in files.items()}, folder)
+
+
+def with_reproduced(curated: dict[str, Curated], folder: Path) -> dict[str, Curated]:
+    """The entries with the SGLang version each example fix was reproduced with, where
+    `folder/reproduced.json` holds that very example of that very entry (`examples.reproduced_with`)."""
+    from generator.examples import read_record, reproduced_with
+
+    record = read_record(folder)
+    out = {}
+    for error, entry in curated.items():
+        version = reproduced_with(entry, record) if record else None
+        out[error] = replace(entry, example_fix=replace(entry.example_fix, reproduced_with=version)) if version else entry
+    return out
 
 
 def read_content(

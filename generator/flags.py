@@ -306,6 +306,7 @@ _PROSE_FLAG = re.compile(r"(?<![\w/-])(--[a-z0-9][a-z0-9-]*)(?:=([\w+:/@-]+(?:\.
 _SHELL = ("", "shell", "sh", "bash", "console", "zsh")
 _PYTHON = ("python", "py", "python3")
 _SEPARATORS = ("&&", "||", ";", "|", "&")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ENTRY_POINTS = ("Engine", "ServerArgs")
 
 
@@ -374,6 +375,19 @@ def shell_problems(code: str, arguments: Arguments, complete: bool = True) -> It
     """Flags and values of every `python -m sglang.launch_server` / `sglang serve` command;
     `complete` commands must also give a value to every flag that takes one."""
     physical = code.splitlines()
+    for first, end, tokens in sglang_commands(code):
+        if isinstance(tokens, ValueError):
+            yield first, f"shell command does not parse: {tokens}"
+            continue
+        for token, problem in _command_problems(tokens, arguments, complete):
+            yield _line_of_token(physical, first, end, token), problem
+
+
+def sglang_commands(code: str) -> Iterator[tuple[int, int, list[str] | ValueError]]:
+    """Each logical line of shell `code` (backslash continuations joined) that runs SGLang's
+    server: its first and end physical line (0-based, end exclusive) and its shell words, or
+    the `ValueError` shlex gave when it does not parse."""
+    physical = code.splitlines()
     index = 0
     while index < len(physical):
         first, command = index, physical[index]
@@ -387,16 +401,34 @@ def shell_problems(code: str, arguments: Arguments, complete: bool = True) -> It
             lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|")
             lexer.whitespace_split = True
             lexer.commenters = "#"
-            tokens = list(lexer)
+            yield first, index, list(lexer)
         except ValueError as error:
-            yield first, f"shell command does not parse: {error}"
-            continue
-        for token, problem in _command_problems(tokens, arguments, complete):
-            yield _line_of_token(physical, first, index, token), problem
+            yield first, index, error
+
+
+def server_argv(tokens: list[str]) -> tuple[dict[str, str], list[str]] | None:
+    """The variables set for the server and the arguments given to it in one command's shell
+    words: the `NAME=value` words (after an optional `env`) that open its simple command, and
+    the words after `sglang.launch_server` or `sglang serve` up to the next `&&`, `|`, `;`...;
+    None when the words start no server."""
+    for position, token in enumerate(tokens):
+        if _starts_server(tokens, position):
+            rest = tokens[position + 1 :]
+            ends = [index for index, word in enumerate(rest) if word in _SEPARATORS]
+            opening = max([index + 1 for index, word in enumerate(tokens[:position]) if word in _SEPARATORS], default=0)
+            words = [word for word in tokens[opening:position] if word != "env"]
+            variables = dict(word.split("=", 1) for word in words if _ASSIGNMENT.match(word))
+            return variables, rest[: ends[0]] if ends else rest
+    return None
 
 
 def _runs_sglang(command: str) -> bool:
     return bool(re.search(r"-m\s+sglang\.launch_server\b|(^|[\s/])sglang\s+serve\b", command))
+
+
+def _starts_server(tokens: list[str], position: int) -> bool:
+    token = tokens[position]
+    return token == "sglang.launch_server" or (token == "serve" and position >= 1 and tokens[position - 1].endswith("sglang"))
 
 
 def _command_problems(tokens: list[str], arguments: Arguments, complete: bool) -> Iterator[tuple[str, str]]:
@@ -406,7 +438,7 @@ def _command_problems(tokens: list[str], arguments: Arguments, complete: bool) -
         position += 1
         if token in _SEPARATORS:
             active = False
-        elif token == "sglang.launch_server" or (token == "serve" and position >= 2 and tokens[position - 2].endswith("sglang")):
+        elif _starts_server(tokens, position - 1):
             active = True
         elif active and token.startswith("--"):
             name, has_value, value = token.partition("=")

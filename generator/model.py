@@ -287,6 +287,8 @@ class ExampleFix:
     language: str = "shell"
     # What the "before" side needs to reach its error beyond SGLang on a CPU (`cuda`, ...).
     needs: tuple[str, ...] = ()
+    # The SGLang version this very example was run with and reproduced on (`content/reproduced.json`).
+    reproduced_with: str | None = None
 
 
 @record

@@ -155,6 +155,7 @@ class ErrorPage(Page):
     solutions: list[tuple[str, Markup]]
     example_before: Markup | None
     example_after: Markup | None
+    reproduced_with: str | None
     trigger: Markup
     situations: list[Markup]
     evidence: list[tuple[str, Evidence]]
@@ -334,6 +335,7 @@ def error_page(article: Article, info: SiteInfo) -> ErrorPage:
         solutions=[(solution.title, markdown(solution.body)) for solution in curated.solutions] if curated else [],
         example_before=highlight_code(curated.example_fix.before, curated.example_fix.language) if curated and curated.example_fix else None,
         example_after=highlight_code(curated.example_fix.after, curated.example_fix.language) if curated and curated.example_fix else None,
+        reproduced_with=curated.example_fix.reproduced_with if curated and curated.example_fix else None,
         trigger=markdown(article.trigger) if article.trigger_curated else derived_markdown(article.trigger),
         situations=[markdown(situation) for situation in curated.situations] if curated else [],
         evidence=[(article.upstream.url(e.path, e.line), e) for e in curated.evidence] if curated else [],

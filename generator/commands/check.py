@@ -1,8 +1,14 @@
 """`errorkb check`: is the curated content valid, still true (its evidence quoted from the code
 at the pinned revision), and how much is there?
 
+With `--run-examples`, each entry's example fix that is a server command is also run against
+the pinned SGLang release (`generator.examples`), one line per entry, and the fresh record of
+what reproduced is held against `content/reproduced.json` (`--write` stores it instead).
+
 Exit codes: 0 all good; 1 invalid content (every problem listed); 3 valid, but some entries are
-orphaned or stale (stale ones pass with `--allow-stale`).
+orphaned or stale (stale ones pass with `--allow-stale`); 4 an example that ran failed (these pass
+with `--allow-failing-examples`), or the stored record of reproduced examples is not what this run
+found.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from generator.audit import (
     Coverage,
@@ -23,6 +30,7 @@ from generator.audit import (
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import read_content
+from generator.errors import ErrorkbError
 from generator.history import load_ledger
 
 
@@ -33,7 +41,8 @@ def add_parser(subcommands) -> None:
         description="Validate every content file (schema, message against its id's template, links, "
         "flags and their values, code blocks), list entries whose code changed since they were "
         "written (stale) and files whose id no longer exists (orphaned), and print coverage.",
-        epilog="Exit codes: 0 ok; 1 invalid content; 3 orphaned or stale entries.",
+        epilog="Exit codes: 0 ok; 1 invalid content; 3 orphaned or stale entries; 4 an example failed, or "
+        "content/reproduced.json differs from this run of them (--run-examples).",
     )
     add_source_options(parser)
     add_content_option(parser)
@@ -42,12 +51,34 @@ def add_parser(subcommands) -> None:
     parser.add_argument(
         "--modules", type=int, default=15, metavar="N", help="modules to list in the coverage table (default 15)"
     )
+    examples = parser.add_argument_group("example fixes")
+    examples.add_argument(
+        "--run-examples",
+        action="store_true",
+        help="run each example fix that is a server command against the pinned SGLang release (in a venv "
+        "made once in the cache) and compare what reproduced with content/reproduced.json",
+    )
+    examples.add_argument("--write", action="store_true", help="with --run-examples: store what reproduced in content/reproduced.json")
+    examples.add_argument(
+        "--allow-failing-examples",
+        action="store_true",
+        help="with --run-examples: list examples that ran and failed but exit 0 for them (the record must still match)",
+    )
+    examples.add_argument(
+        "--sglang-python", metavar="PATH", type=Path, help="with --run-examples: an interpreter that has SGLang, instead of the venv"
+    )
+    examples.add_argument(
+        "--model-configs", metavar="DIR", type=Path, help="folders <org>--<name>/config.json standing in for hub models (default: from errorkb.toml)"
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from generator.flags import flag_problems, server_arguments
 
+    alone = [name for name in ("write", "allow_failing_examples", "sglang_python", "model_configs") if getattr(args, name)]
+    if alone and not args.run_examples:
+        raise ErrorkbError(f"--{alone[0].replace('_', '-')} needs --run-examples")
     config = config_of(args)
     folder = content_of(args, config)
     source = source_of(args, config)
@@ -67,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     covered = coverage(entries.values(), curated)
     for line in [*map(str, problems), *map(str, orphans), *map(str, stale)]:
         print(line, file=sys.stderr)
+    ran, failed_examples = run_examples(args, config, folder, curated, entries) if args.run_examples else ([], False)
     if args.json:
         report = {
             "revision": source.upstream.revision,
@@ -75,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
             "orphans": [{"id": o.id, "path": o.path, "moved_to": o.moved_to} for o in orphans],
             "stale": [{"id": s.id, "path": s.path, "written_for": s.written_for} for s in stale],
         }
+        if args.run_examples:
+            report["examples"] = [
+                {"id": r.id, "outcome": r.outcome, "detail": r.detail, "after": r.after, "sglang": r.sglang} for r in ran
+            ]
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
         print_coverage(covered, args.modules)
@@ -87,7 +123,51 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if orphans or (stale and not args.allow_stale):
         return 3
+    if failed_examples:
+        return 4
     return 0
+
+
+def run_examples(args: argparse.Namespace, config, folder: Path, curated: dict, entries: dict) -> tuple[list, bool]:
+    """Run the example fixes, print one line each and a summary, and store or compare the record;
+    the results, and whether any that ran failed or the stored record differs."""
+    from generator import examples
+    from generator.commands.common import cache_dir_of
+
+    python: Path | str
+    if args.sglang_python is not None:
+        python = args.sglang_python if args.sglang_python.exists() else f"{args.sglang_python} does not exist"
+    else:
+        try:
+            python = examples.sglang_venv(cache_dir_of(args, config), log=lambda line: print(line, file=sys.stderr))
+        except (ErrorkbError, OSError) as error:
+            python = str(error)
+    results = examples.run_examples(curated, entries, args.model_configs or config.model_configs, python, config.path_prefix)
+    for result in results:
+        print(f"example {result}", file=sys.stderr)
+    counts = {outcome: sum(r.outcome == outcome for r in results) for outcome in examples.OUTCOMES}
+    summary = ", ".join(f"{count} {outcome}" for outcome, count in counts.items() if count)
+    print(f"examples: {len(results)} entries with an example fix: {summary or 'none'}", file=sys.stderr)
+    fresh = examples.record_of(results, curated)
+    unmade = isinstance(python, str) or any(r.detail.startswith("venv could not be made") for r in results)
+    if args.write and unmade:
+        print("examples: the record was not written: no example could run", file=sys.stderr)
+        return results, True
+    if args.write:
+        path = examples.write_record(folder, fresh)
+        print(f"examples: wrote {len(fresh)} reproduced examples to {path}", file=sys.stderr)
+        stored_differs = False
+    else:
+        stored = examples.read_record(folder)
+        stored_differs = stored != fresh
+        if stored_differs:
+            changed = sorted(error for error in stored.keys() | fresh.keys() if stored.get(error) != fresh.get(error))
+            print(
+                f"examples: {folder / examples.RECORD_NAME} differs from this run for {len(changed)} entries "
+                f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}); run `errorkb check --run-examples --write`",
+                file=sys.stderr,
+            )
+    return results, stored_differs or (not args.allow_failing_examples and any(result.failed for result in results))
 
 
 def print_coverage(covered: Coverage, most: int) -> None:
