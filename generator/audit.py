@@ -272,6 +272,40 @@ def evidence_problems(files: Mapping[str, CuratedFile], source: Source) -> tuple
     return tuple(problems)
 
 
+REVIEWS_FOLDER = "reviews"
+
+
+def review_problems(folder: Path, files: Mapping[str, CuratedFile]) -> tuple[ContentProblem, ...]:
+    """Independent reviews (`content/reviews/<id>.yaml`: `id`, `score` 0-3, `reviewer`,
+    `reasons` citing file:line, `problems`) that are malformed, name no curated entry, or score
+    their entry below 2: an entry a reviewer found misleading is not published."""
+    from ruamel.yaml import YAML, YAMLError
+
+    problems = []
+    for path in sorted((folder / REVIEWS_FOLDER).glob("*.yaml")):
+        where = str(path)
+        try:
+            review = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+        except (OSError, YAMLError) as error:
+            problems.append(ContentProblem(where, 1, "", f"not valid YAML: {error}".splitlines()[0]))
+            continue
+        if not isinstance(review, dict):
+            problems.append(ContentProblem(where, 1, "", "not a mapping of id, score, reviewer, reasons"))
+            continue
+        score = review.get("score")
+        if review.get("id") != path.stem:
+            problems.append(ContentProblem(where, 1, "id", f"must be the file name's id {path.stem!r}"))
+        if not isinstance(score, int) or isinstance(score, bool) or not 0 <= score <= 3:
+            problems.append(ContentProblem(where, 1, "score", "must be an integer from 0 to 3"))
+        elif score < 2 and path.stem in files:
+            problems.append(ContentProblem(where, 1, "score", f"{score}: an entry scored below 2 is not published; fix it and have it reviewed again, or remove it"))
+        if not review.get("reviewer") or not isinstance(review.get("reasons"), list) or not review["reasons"]:
+            problems.append(ContentProblem(where, 1, "reasons", "a review names its reviewer and gives its reasons (file:line)"))
+        if path.stem not in files:
+            problems.append(ContentProblem(where, 1, "id", f"no curated entry {path.stem} in {folder / ERRORS_FOLDER}"))
+    return tuple(problems)
+
+
 def located_evidence(curated: Mapping[str, Curated], source: Source) -> dict[str, Curated]:
     """`curated` with each evidence's `line` where its quote is at `source`'s revision, so a
     page links the line the claim rests on even after upstream moved it; evidence whose quote

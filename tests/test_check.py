@@ -254,3 +254,25 @@ def test_evidence_is_checked_by_its_quote_and_linked_where_the_quote_is_now(tmp_
     assert code == 1
     assert f"{entry}:" in err
     assert f"'evidence[1]': quote not found in python/sglang/srt/cache.py at {second} (it backs: int4 is refused too)" in err
+
+
+@pytest.mark.real
+def test_a_review_below_2_keeps_its_entry_from_passing_check(tmp_path, capsys):
+    """Reviews live in content/reviews/<id>.yaml; an entry its independent reviewer scored
+    below 2 fails check, as does a malformed review or one naming no entry."""
+    shutil.copytree(DATA / "stale", tmp_path / "content")
+    content = tmp_path / "content"
+    (content / "reviews").mkdir()
+    (content / "reviews" / f"{KV4}.yaml").write_text(
+        f'id: "{KV4}"\nscore: 1\nreviewer: rev\nreasons:\n  - "python/sglang/srt/server_args.py:1: misses the usual cause"\n'
+    )
+    (content / "reviews" / "00000000000000aa.yaml").write_text('id: "00000000000000aa"\nscore: 5\n')
+    code, _, err = run(capsys, "check", "--content", str(content), "--allow-stale")
+    assert code == 1
+    assert f"{content}/reviews/{KV4}.yaml:1: 'score': 1: an entry scored below 2 is not published" in err
+    assert f"{content}/reviews/00000000000000aa.yaml:1: 'score': must be an integer from 0 to 3" in err
+    assert f"{content}/reviews/00000000000000aa.yaml:1: 'id': no curated entry 00000000000000aa" in err
+    (content / "reviews" / "00000000000000aa.yaml").unlink()
+    (content / "reviews" / f"{KV4}.yaml").write_text((content / "reviews" / f"{KV4}.yaml").read_text().replace("score: 1", "score: 2"))
+    code, _, err = run(capsys, "check", "--content", str(content), "--allow-stale")
+    assert code == 0, err

@@ -22,6 +22,7 @@ from generator.audit import (
     Coverage,
     content_orphans,
     evidence_problems,
+    review_problems,
     coverage,
     extraction_problems,
     find_stale,
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         *invalid,
         *extraction_problems(files, entries, ledger),
         *evidence_problems(files, source),
+        *review_problems(folder, files),
         *flag_problems(files, server_arguments(source)),
     ]
     orphans = content_orphans(folder, entries, ledger)
