@@ -33,6 +33,7 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "message": article.message,
         "title": article.title,
         "status": article.status,
+        "scope": article.scope,
         "upstream": {"repo": upstream.repo, "revision": upstream.revision, "date": upstream.date},
         "locations": [
             {
@@ -182,6 +183,7 @@ def error_schema(base_url: str) -> dict:
             "message": _nullable(_STRING),
             "title": _STRING,
             "status": {"enum": ["active", "retired", "moved", "split"]},
+            "scope": {"enum": ["product", "test", "benchmark", "example"]},
             "upstream": {
                 "type": "object",
                 "required": ["repo", "revision", "date"],

@@ -154,7 +154,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # swap must not leave one describing the tree before it.
         manifest.clear()
         stamp.clear()
-        coverage = audit.coverage(entries, (k for k in curated if k in by_id))
+        # Coverage counts what users can hit: errors of the product, not of SGLang's own tests.
+        coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id))
         files = site_files(articles, unchanged, info, [browse, search, shared], coverage, jobs, found, inputs.cache_dir)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)

@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 ID_PREFIX = "errorkb-id-v1\0"
@@ -230,6 +230,12 @@ class ErrorEntry:
     status: ClassVar[str] = "active"
 
     @property
+    def scope(self) -> str:
+        """`product` when some site is in the code SGLang runs, else where the sites are
+        (`site_scope`): `test`, `benchmark` or `example`."""
+        return scope_of(site.path for site in self.sites)
+
+    @property
     def title(self) -> str:
         """What a page calls the error: its message, or for a site without text what it checks."""
         if self.message is not None:
@@ -240,6 +246,35 @@ class ErrorEntry:
         if site.template is not None:
             return f"{self.exception or 'exception'}({site.template.text})"
         return f"{self.exception or 'unknown exception'} in {site.function or site.path}"
+
+
+# Where an error can come from, product first: an error raised in the product and in a test
+# is a product error.
+SCOPES = ("product", "test", "benchmark", "example")
+_TEST_FOLDER = re.compile(r"(?:^|/)(?:tests?|unit_tests?|testing)/")
+_BENCHMARK_FOLDER = re.compile(r"(?:^|/)(?:benchmarks?|bench)/")
+_EXAMPLE_FOLDER = re.compile(r"(?:^|/)examples?/")
+
+
+def site_scope(path: str) -> str:
+    """Whether a file is part of what SGLang runs (`product`) or only of its own tests
+    (a `test/`, `tests/` or `testing/` folder, `test_*.py`, `*_test.py`, `conftest.py`),
+    benchmarks (a `bench/` or `benchmark(s)/` folder, `bench_*.py`) or examples (`example(s)/`)."""
+    name = path.rsplit("/", 1)[-1]
+    if _TEST_FOLDER.search(path) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
+        return "test"
+    if _BENCHMARK_FOLDER.search(path) or name.startswith("bench_"):
+        return "benchmark"
+    if _EXAMPLE_FOLDER.search(path):
+        return "example"
+    return "product"
+
+
+def scope_of(paths: Iterable[str]) -> str:
+    """The scope of an error raised in `paths`: `product` if any is, else the first of
+    `SCOPES` among them (`product` for none: a retired error whose place is unknown)."""
+    scopes = {site_scope(path) for path in paths}
+    return next((scope for scope in SCOPES if scope in scopes), "product")
 
 
 def group_sites(sites: tuple[Site, ...], repo: str) -> tuple[ErrorEntry, ...]:
@@ -450,6 +485,13 @@ class Article:
     def message(self) -> str | None:
         """Its template's text, as `ErrorEntry.message` (None for a message without text)."""
         return self.template.text if self.template is not None else None
+
+    @property
+    def scope(self) -> str:
+        """As `ErrorEntry.scope`; for an error no longer raised, where it last was."""
+        if self.locations:
+            return scope_of(site.path for site in self.sites)
+        return scope_of([self.record.path] if self.record and self.record.path else [])
 
 
 @record

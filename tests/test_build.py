@@ -169,6 +169,22 @@ def test_builds_of_other_sources_sharing_one_cache_give_what_an_empty_cache_give
         assert tree(tmp_path / content) == tree(fresh_content), (number, content)
 
 
+def test_an_error_only_sglangs_tests_raise_says_so_in_its_page_and_document(tmp_path):
+    """Test-only errors keep their pages and documents, which say plainly where they come
+    from; product errors carry no such notice, and coverage counts product errors only."""
+    root = tmp_path / "upstream"
+    test_file = {"python/sglang/test/test_cache.py": "def test_cache(out):\n    assert out.ok, 'the cache test failed'\n"}
+    shas = make_repo(root, [{**CODE, **test_file}])
+    run_build(tmp_path, (root, shas))
+    site = tmp_path / "site"
+    test_id = error_id("o/r", "AssertionError", "the cache test failed")
+    kv4 = error_id("o/r", "RuntimeError", "KV4 is not tested on non-CUDA platforms.")
+    assert json.loads((site / f"api/errors/{test_id}.json").read_text())["scope"] == "test"
+    assert json.loads((site / f"api/errors/{kv4}.json").read_text())["scope"] == "product"
+    assert "Raised only by SGLang's own tests" in (site / f"errors/{test_id}/index.html").read_text()
+    assert "Raised only by SGLang" not in (site / f"errors/{kv4}/index.html").read_text()
+
+
 def test_the_content_schema_is_kept_in_the_cache_and_made_again_when_unreadable(tmp_path, monkeypatch):
     from generator import schema
     from generator.build import content_schema

@@ -207,3 +207,18 @@ def test_sitemap_quotes_paths_that_need_it_and_escapes_the_base_url():
     assert "<loc>https://kb.example.org/a&amp;b/errors/0123456789abcdef/</loc>" in sitemap
     assert "<loc>https://kb.example.org/a&amp;b/modules/python/sglang/odd%20dir/</loc>" in sitemap
     assert "odd dir" not in sitemap and "&b/" not in sitemap
+
+
+def test_scope_is_read_from_where_the_sites_are():
+    """A file of SGLang's own tests, benchmarks or examples, by its folder or name; an error
+    raised in the product too is a product error."""
+    from generator.model import scope_of, site_scope
+
+    assert site_scope("python/sglang/multimodal_gen/test/unit/test_comfyui_h3.py") == "test"
+    assert site_scope("python/sglang/test/test_utils.py") == "test"
+    assert site_scope("python/sglang/srt/layers/conftest.py") == "test"
+    assert site_scope("python/sglang/bench_serving.py") == "benchmark"
+    assert site_scope("python/sglang/srt/server_args.py") == "product"
+    assert site_scope("python/sglang/srt/testing_utils.py") == "product"
+    assert scope_of(["python/sglang/test/a.py", "python/sglang/srt/a.py"]) == "product"
+    assert scope_of(["python/sglang/test/a.py", "python/sglang/bench_one_batch.py"]) == "test"

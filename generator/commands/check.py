@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     curated = {error: file.curated for error, file in files.items() if error in entries}
     current = fingerprints([entries[error] for error in curated], source)
     stale = find_stale(curated, current, source.upstream.revision)
-    covered = coverage(entries.values(), curated)
+    covered = coverage([entry for entry in entries.values() if entry.scope == "product"], curated)
     for line in [*map(str, problems), *map(str, orphans), *map(str, stale)]:
         print(line, file=sys.stderr)
     ran, failed_examples = run_examples(args, config, folder, curated, entries) if args.run_examples else ([], False)

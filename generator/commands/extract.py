@@ -7,7 +7,7 @@ import json
 import sys
 
 from generator.commands.common import add_source_options, cache_dir_of, config_of, source_of
-from generator.model import Extraction, Site, Upstream
+from generator.model import Extraction, Site, Upstream, site_scope
 from generator.pipeline import extract_upstream
 
 
@@ -49,6 +49,7 @@ def site_record(site: Site, upstream: Upstream) -> dict:
         "assert_condition": site.assert_condition,
         "snippet": [site.snippet_start, site.snippet_end],
         "url": upstream.url(site.path, site.line),
+        "scope": site_scope(site.path),
     }
 
 
