@@ -60,6 +60,14 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "trigger": article.trigger,
         "trigger_curated": article.trigger_curated,
         "mentions": list(article.mentions),
+        "settings": [
+            {
+                "name": setting.name, "help": setting.help, "default": setting.default,
+                "choices": list(setting.choices) if setting.choices is not None else None,
+                "url": article.upstream.url(setting.path, setting.line),
+            }
+            for setting in article.settings
+        ],
         "explanation": curated.explanation if curated else None,
         "solutions": [{"title": s.title, "body": s.body} for s in curated.solutions] if curated else [],
         "example_fix": (
@@ -195,6 +203,17 @@ def error_schema(base_url: str) -> dict:
             "trigger": _nullable(_STRING),
             "trigger_curated": {"type": "boolean"},
             "mentions": _STRINGS,
+            "settings": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "help", "default", "choices", "url"],
+                    "properties": {
+                        "name": _STRING, "help": _nullable(_STRING), "default": _nullable(_STRING), "choices": _nullable(_STRINGS), "url": _STRING,
+                    },
+                    "additionalProperties": False,
+                },
+            },
             "explanation": _nullable(_STRING),
             "solutions": {
                 "type": "array",

@@ -143,7 +143,11 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
             jobs,
             len(entries),
         )
-        site = derive_site(state, changed, extraction.upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins)
+        # The server arguments a page names are explained on it, as upstream declares them.
+        from generator.flags import server_arguments, settings_of
+
+        settings = settings_of(server_arguments(source))
+        site = derive_site(state, changed, extraction.upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings)
         digests = site.digests
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(digests, hashes, spare)
@@ -264,6 +268,7 @@ def derive_site(
     manifest: PageManifest,
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
+    settings: Mapping[str, model.Setting] | None = None,
 ) -> DerivedSite:
     """Every article's page digest (`PageManifest.digests`), deriving again only the articles
     whose inputs changed since the last build (`state`, which found the `changed` entries, is
@@ -272,13 +277,13 @@ def derive_site(
     docstrings: `joined` adds them to those whose pages are rendered."""
     ledger = past.inactive
     state.codes = {error: record.code for error, record in past.records.items() if record.status == "active" and record.code}
-    site = DerivedSite(upstream, entries, curated, ledger, stale or {}, pins or {})
+    site = DerivedSite(upstream, entries, curated, ledger, stale or {}, pins or {}, settings or {})
     # Read from the changed entries before the ranking is asked for: it may still be under way
     # in the background meanwhile.
     site.read(changed)
     retitled, site.flags = state.update_entries(entries, changed, site.mentions)
     site.related = related()
-    dirty = state.dirty(changed, retitled, curated, ledger, site.related, site.stale, site.pins, upstream)
+    dirty = state.dirty(changed, retitled, curated, ledger, site.related, site.stale, site.pins, upstream, site.settings)
     digests = manifest.digests(site.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(site.ids)}
     write_cache(article_state_path(cache_dir), state_bytes(state))
@@ -298,9 +303,10 @@ class DerivedSite:
         ledger: tuple[LedgerRecord, ...],
         stale: Mapping[str, str],
         pins: Mapping[str, Upstream],
+        settings: Mapping[str, model.Setting] | None = None,
     ) -> None:
         self.upstream, self.entries, self.curated, self.ledger = upstream, entries, curated, ledger
-        self.stale, self.pins = stale, pins
+        self.stale, self.pins, self.settings = stale, pins, settings or {}
         self.flags: frozenset[str] = frozenset()
         self.by_id = {entry.id: entry for entry in entries}
         self.ids = self.by_id.keys() | {record.id for record in ledger}
@@ -327,7 +333,7 @@ class DerivedSite:
             self.read(todo)
             made = derive.derive_articles(
                 self.entries, self.curated, self.upstream, self.ledger, self.related, self.stale, self.pins,
-                self.triggers, self.mentions, self.flags, todo,
+                self.triggers, self.mentions, self.flags, todo, self.settings,
             )
             self._made.update((article.id, article) for article in made)
         return tuple(self._made[error] for error in sorted(wanted))
@@ -420,6 +426,7 @@ class ArticleState:
         stale: Mapping[str, str],
         pins: Mapping[str, Upstream],
         upstream: Upstream,
+        settings: Mapping[str, model.Setting] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
         found (`changed`, `retitled`); the state takes in the rest of this build's inputs."""
@@ -428,9 +435,15 @@ class ArticleState:
         if retitled:
             dirty.update(error for error, others in related.items() if not retitled.isdisjoint(others))
         aliases = derive.aliases_of(ledger)
+        # Each setting as a short digest: compared for every error on every build.
+        keys = {name: hashlib.blake2b(repr(setting).encode(), digest_size=8).hexdigest() for name, setting in (settings or {}).items()}
         inputs = {
             error: "\0".join(
-                (" ".join(related.get(error, ())), *_upstream_fields(pins.get(error, upstream)), " ".join(aliases.get(error, ())), stale.get(error, ""))
+                (
+                    " ".join(related.get(error, ())), *_upstream_fields(pins.get(error, upstream)), " ".join(aliases.get(error, ())), stale.get(error, ""),
+                    # The settings its page may explain: those its message or conditions name.
+                    *(keys[name] for name in (*self.named.get(error, ()), *self.candidates.get(error, "").split("\0")) if name in keys),
+                )
             )
             for error in self.paths
         }

@@ -641,6 +641,7 @@ def derive_articles(
     mentions: Mapping[str, MentionParts] | None = None,
     flags: frozenset[str] | None = None,
     ids: Collection[str] | None = None,
+    settings: Mapping[str, model.Setting] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id, without
     snippets and docstrings (`with_excerpts` adds them to the pages rendered); with `ids`, only
@@ -650,7 +651,8 @@ def derive_articles(
     `pins` maps an id to the upstream revision its page names and links to (the last one at
     which its code changed), `upstream` being used for ids without one; `triggers` maps an id
     to its `derive_trigger` text when already known, `mentions` to its first site's
-    `mention_parts`; `flags` are `known_flags` of all the entries when already known.
+    `mention_parts`; `flags` are `known_flags` of all the entries when already known;
+    `settings` are the server arguments by flag (`flags.settings_of`), shown for those named.
     """
     related = related if related is not None else related_errors(entries)
     stale = stale or {}
@@ -681,7 +683,8 @@ def derive_articles(
                 curated=curated_entry,
                 trigger=trigger,
                 trigger_curated=bool(curated_entry and curated_entry.trigger),
-                mentions=mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None),
+                mentions=(named := mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None)),
+                settings=tuple(settings[name] for name in named if name in settings) if settings else (),
                 related=tuple(
                     links.get(other) or links.setdefault(other, Related(other, titles[other])) for other in related.get(entry.id, ())
                 ),

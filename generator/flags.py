@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from generator.content import ContentProblem, CuratedFile, markdown_fields, markdown_parser
+from generator.model import Setting
 from generator.upstream import Source
 
 FIELDS_FOLDER = "sglang/srt/arg_groups/fields/"
@@ -39,6 +40,9 @@ class Argument:
     path: str
     line: int
     many: bool = False
+    # Upstream's help text and the default as written (source text), where the code says.
+    help: str | None = None
+    default: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,10 @@ def _field_argument(statement: ast.stmt, constants: _Constants, path: str) -> Ar
         return None
     if _is_true(keywords.get("no_cli")):
         return None
+    described = dict(
+        help=meta.value if isinstance(meta, ast.Constant) else _text(keywords.get("help"), constants),
+        default=ast.unparse(statement.value) if statement.value is not None else None,
+    )
     field = statement.target.id
     cli_name = keywords.get("cli_name")
     first = cli_name.value if isinstance(cli_name, ast.Constant) else "--" + field.replace("_", "-")
@@ -172,7 +180,7 @@ def _field_argument(statement: ast.stmt, constants: _Constants, path: str) -> Ar
         if action_name == _BOOLEAN_OPTIONAL:
             names += ["--no-" + name[2:] for name in names]
         takes_value = action_name not in (_BOOLEAN_OPTIONAL, *_STORE_CONST)
-        return Argument(tuple(names), field, None, takes_value, path, statement.lineno)
+        return Argument(tuple(names), field, None, takes_value, path, statement.lineno, **described)
     literal = _literal_values(inner)
     if "choices" in keywords:
         choices = constants.value(keywords["choices"])
@@ -182,7 +190,7 @@ def _field_argument(statement: ast.stmt, constants: _Constants, path: str) -> Ar
     many = _many_values(keywords.get("nargs")) or (
         "type_parser" not in keywords and isinstance(inner, ast.Subscript) and _called_name(inner.value) in ("List", "list")
     )
-    return Argument(tuple(names), field, choices if takes_value else None, takes_value, path, statement.lineno, many)
+    return Argument(tuple(names), field, choices if takes_value else None, takes_value, path, statement.lineno, many, **described)
 
 
 def _call_argument(call: ast.Call, constants: _Constants, path: str) -> Argument | None:
@@ -203,7 +211,17 @@ def _call_argument(call: ast.Call, constants: _Constants, path: str) -> Argument
     if "nargs" in keywords:
         takes_value = True
     choices = constants.value(keywords["choices"]) if "choices" in keywords and takes_value else None
-    return Argument(tuple(names), field, choices, takes_value, path, call.lineno, _many_values(keywords.get("nargs")))
+    default = ast.unparse(keywords["default"]) if "default" in keywords else None
+    return Argument(
+        tuple(names), field, choices, takes_value, path, call.lineno, _many_values(keywords.get("nargs")),
+        _text(keywords.get("help"), constants), default,
+    )
+
+
+def _text(node: ast.expr | None, constants: _Constants) -> str | None:
+    """A help text: a string literal, or a name or `+` of them the module resolves."""
+    values = constants.value(node) if node is not None else None
+    return " ".join(values) if values else None
 
 
 def _many_values(nargs: ast.expr | None) -> bool:
@@ -236,6 +254,14 @@ def _literal_values(node: ast.expr) -> tuple[str, ...] | None:
 
 def _is_none(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
+
+
+def settings_of(arguments: Arguments) -> dict[str, Setting]:
+    """Each server argument by every spelling, as a page explains it."""
+    return {
+        name: Setting(name, argument.help, argument.default, argument.choices, argument.path, argument.line)
+        for name, argument in sorted(arguments.by_name.items())
+    }
 
 
 class _Constants:

@@ -423,6 +423,19 @@ class Location:
 
 
 @record
+class Setting:
+    """A server argument as a page explains it: its flag, upstream's help text, its default as
+    written, its choices, and where it is declared."""
+
+    name: str
+    help: str | None
+    default: str | None
+    choices: tuple[str, ...] | None
+    path: str
+    line: int
+
+
+@record
 class Related:
     """A related error as a page links to it: its id and its title."""
 
@@ -475,6 +488,8 @@ class Article:
     record: LedgerRecord | None = None
     stale: str | None = None
     upstream: Upstream | None = None
+    # The server arguments among `mentions`, as upstream declares them at the page's revision.
+    settings: tuple[Setting, ...] = ()
 
     @property
     def sites(self) -> tuple[Site, ...]:

@@ -160,6 +160,7 @@ class ErrorPage(Page):
     situations: list[Markup]
     evidence: list[tuple[str, Evidence]]
     reports: list[str]
+    setting_urls: dict[str, str]
     docstring: str | None
     related: list[tuple[str, str]]
     moved_to: tuple[str, str] | None
@@ -340,6 +341,7 @@ def error_page(article: Article, info: SiteInfo) -> ErrorPage:
         situations=[markdown(situation) for situation in curated.situations] if curated else [],
         evidence=[(article.upstream.url(e.path, e.line), e) for e in curated.evidence] if curated else [],
         reports=list(curated.reports) if curated else [],
+        setting_urls={setting.name: article.upstream.url(setting.path, setting.line) for setting in article.settings},
         docstring=first_doc,
         related=[(f"{root}errors/{related.id}/", shorten(related.title)) for related in article.related],
         moved_to=moved_to,

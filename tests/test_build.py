@@ -185,6 +185,38 @@ def test_an_error_only_sglangs_tests_raise_says_so_in_its_page_and_document(tmp_
     assert "Raised only by SGLang" not in (site / f"errors/{kv4}/index.html").read_text()
 
 
+FIELDS = {
+    "python/sglang/srt/arg_groups/fields/model.py": """
+        class Model(msgspec.Struct):
+            _NS_PATH = "model"
+            kv_cache_dtype: A[str, Arg(help="Data type for kv cache storage.", choices=["auto", "fp8_e4m3"])] = "auto"
+        """,
+}
+
+
+def test_a_page_explains_the_flags_it_names_and_follows_their_help_upstream(tmp_path):
+    """A page naming `--kv-cache-dtype` shows upstream's help text, default and choices; when
+    only the flag's declaration changes upstream, the rebuild shows the new help, as a build
+    from an empty cache does."""
+    root = tmp_path / "upstream"
+    edited = {"python/sglang/srt/arg_groups/fields/model.py": FIELDS["python/sglang/srt/arg_groups/fields/model.py"].replace("Data type for kv cache storage.", "The KV cache's data type.")}
+    shas = make_repo(root, [{**CODE, **FIELDS}, edited])
+    kv8 = error_id("o/r", "ValueError", "fp8 KV cache needs --kv-cache-dtype support")
+    run_build(tmp_path, (root, shas[:1]))
+    document = json.loads((tmp_path / f"site/api/errors/{kv8}.json").read_text())
+    assert document["settings"] == [{
+        "name": "--kv-cache-dtype", "help": "Data type for kv cache storage.", "default": "'auto'", "choices": ["auto", "fp8_e4m3"],
+        "url": f"https://github.com/o/r/blob/{shas[0]}/python/sglang/srt/arg_groups/fields/model.py#L4",
+    }]
+    assert "Data type for kv cache storage." in (tmp_path / f"site/errors/{kv8}/index.html").read_text()
+    run_build(tmp_path, (root, shas))
+    assert "The KV cache&#39;s data type." in (tmp_path / f"site/errors/{kv8}/index.html").read_text()
+    # The same two builds, the second from an empty cache: the same pages.
+    build(config(), inputs_of(config(), f"git:{root}@{shas[0]}", tmp_path / "fresh", tmp_path / "fresh-content", tmp_path / "cache-1"), jobs=1)
+    build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "fresh", tmp_path / "fresh-content", tmp_path / "cache-2"), jobs=1)
+    assert tree(tmp_path / "site") == tree(tmp_path / "fresh")
+
+
 def test_the_content_schema_is_kept_in_the_cache_and_made_again_when_unreadable(tmp_path, monkeypatch):
     from generator import schema
     from generator.build import content_schema
