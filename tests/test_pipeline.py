@@ -126,6 +126,7 @@ def test_extract_command_prints_spec_fields_and_exit_3_when_something_was_skippe
         "assert_condition": None,
         "snippet": [1, 5],
         "url": f"https://github.com/sgl-project/sglang/blob/{first}/python/sglang/srt/server_args.py#L4",
+        "scope": "product",
     }
     assert rows[2]["message"] is None and rows[2]["assert_condition"] == "self.dp_size"
     assert err.splitlines() == [
