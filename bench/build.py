@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from generator.config import Config  # noqa: E402
-from generator.spare import wait as wait_for_spare  # noqa: E402
 from generator.upstream import open_source  # noqa: E402
 
 
@@ -78,11 +77,6 @@ def main() -> None:
         common = ["--source", options.source, "--content", str(content), "--cache-dir", str(cache), "--out", str(out)]
 
         cold, cold_peak = run_build(common)
-        # The spare tree the cold build leaves is linked by a process of its own after it
-        # (`generator.spare`): not part of the build, and not to be measured with the floor.
-        spare_started = time.perf_counter()
-        wait_for_spare(out)
-        print(f"spare tree linked after the cold build: {time.perf_counter() - spare_started:.2f} s more")
         # Measured again right after: this machine's speed drifts by half from one minute to
         # the next, so the floor is taken on both sides of the build it is compared with.
         floor_after = floor(source)

@@ -2,7 +2,7 @@
 
 source -> extract -> group -> join curated content -> derive -> render -> write.
 
-Each stage takes records and returns records; only `write_site`, the last, touches the output
+Each stage takes records and returns records; only `publish.publish`, the last, touches the output
 folder. It writes a new tree next to the old one and swaps it in at the end, under a lock, so
 an interrupted or concurrent build never leaves a half-written site. Files whose bytes did not
 change are hard links to the previous build's (same bytes, same mtime), so `rsync` and static
@@ -11,18 +11,13 @@ hosts upload only the difference.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import gc
 import hashlib
 import json
 import operator
 import os
 import pickle
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -31,7 +26,6 @@ from functools import partial
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TextIO
 
 from generator import api, audit, derive, history, model, render
 from generator.config import Config
@@ -41,7 +35,7 @@ from generator.highlight import Excerpts, Highlighting, excerpter_version, excer
 from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord, Problem, Related, Upstream, group_sites, record
 from generator.pipeline import extract_upstream, extractor_version
 from generator.progress import Progress
-from generator.spare import make_later as make_spare_later, spare_of, wait as wait_for_spare
+from generator.publish import FILE_DIGEST, build_lock, publish, reuses_spare, spare_of
 from generator.upstream import Source, open_source
 
 
@@ -161,11 +155,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # Coverage counts what users can hit: errors of the product, not of SGLang's own tests.
         coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id))
         files = site_files(articles, unchanged, info, [browse, search, shared], coverage, jobs, found, inputs.cache_dir)
-        written = write_site(files, inputs.out, hashes, spare)
+        written = publish(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
-        if written.spare is None:
-            # Made after this build, for the next one: see `generator.spare`.
-            make_spare_later(inputs.out, manifest.path)
         history.save_history(inputs.content, past, extraction.upstream, history_files())
         result = BuildResult(
             out=inputs.out,
@@ -673,26 +664,16 @@ class PageManifest:
         self.salt = salt.hexdigest()
         self._fallback = info.upstream
         self._record: dict | None = None
-        self._read: tuple[int, int, int] | None = None
 
     def _last(self) -> dict:
         """The last build's record, read once; empty when there is none or it is unreadable."""
         if self._record is None:
-            self._read = self._file()
             try:
                 record = json.loads(self.path.read_bytes())
                 self._record = record if isinstance(record, dict) else {}
             except (OSError, ValueError):
                 self._record = {}
         return self._record
-
-    def _file(self) -> tuple[int, int, int] | None:
-        """Which file the record is, to tell whether it was replaced since it was read."""
-        try:
-            found = os.stat(self.path)
-        except OSError:
-            return None
-        return found.st_ino, found.st_size, found.st_mtime_ns
 
     def digests(self, articles: tuple[Article, ...], blobs: Mapping[str, str]) -> dict[str, str]:
         digests = {}
@@ -707,13 +688,13 @@ class PageManifest:
         """Ids whose page and document the output folder already holds as this build would
         write them. Given the digests of the site's files (`file_hashes`) and of the spare
         tree's (`spare_hashes`), a file the spare holds as the site does is not looked for in
-        the site: that tree, brought up to date, becomes the new site (`write_site`)."""
+        the site: that tree, brought up to date, becomes the new site (`publish.publish`)."""
         previous = self._last()
         if previous.get("salt") != self.salt or not isinstance(previous.get("pages"), dict):
             return frozenset()
         pages = previous["pages"]
         hashes = hashes or {}
-        kept = spare if _reuses_spare(self.out, hashes, spare) else {}
+        kept = spare if reuses_spare(self.out, hashes, spare) else {}
         # Plain strings: pathlib's objects cost more than the 54,000 stat calls themselves.
         out = str(self.out)
 
@@ -739,14 +720,7 @@ class PageManifest:
 
     def spare_hashes(self) -> dict[str, str] | None:
         """The digest of every file of the spare tree the last build kept (`spare_of`), by path;
-        None when there is none, or the folder there is not the one the last build left. Waits
-        for a spare still being made (`generator.spare`), then reads the manifest again if that
-        process replaced it with one describing its spare."""
-        wait_for_spare(self.out)
-        # A spare process describes the spare it made in a new record: read that one (6 MB of
-        # JSON, 0.1 s) only if the record was replaced since it was read.
-        if self._record is not None and self._file() != self._read:
-            self._record = None
+        None when there is none, or the folder there is not the one the last build left."""
         try:
             record = self._last()
             if record.get("file_digest") != FILE_DIGEST:
@@ -871,344 +845,3 @@ def _can_fork() -> bool:
     import multiprocessing
 
     return "fork" in multiprocessing.get_all_start_methods()
-
-
-# -- Write ----------------------------------------------------------------------------------------
-
-
-# The lock file of the build this process runs (`build_lock`), while it holds the lock.
-_LOCK: TextIO | None = None
-
-
-@contextmanager
-def build_lock(out: Path):
-    """Hold `.<out>.lock` beside the output folder for the whole build; a second build fails
-    at once with a one-line error instead of mixing its files with the first one's."""
-    global _LOCK
-    lock_path = out.parent / f".{out.name}.lock"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock_path, "w")
-    except OSError as error:
-        raise BuildError(f"{out}: cannot write in {out.parent} ({error.strerror})") from None
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            if error.errno in (errno.EAGAIN, errno.EACCES):
-                raise BuildError(f"{out}: another build is writing this folder (lock {lock_path})") from None
-            raise
-        _LOCK = handle
-        yield
-    finally:
-        _LOCK = None
-        handle.close()
-
-
-def _lock_not_inherited() -> None:
-    """In a process forked during a build, close its copy of the lock's file: the lock stays
-    the build's, which holds its own, and ends with it. A worker still at its task when the
-    build is killed would otherwise keep the lock, and the next build would fail."""
-    global _LOCK
-    if _LOCK is not None:
-        _LOCK.close()
-        _LOCK = None
-
-
-os.register_at_fork(after_in_child=_lock_not_inherited)
-
-
-@record
-class Written:
-    """What `write_site` did: the files of the new site, how many of them changed bytes, the
-    digest of each by path, and the digests of the tree it kept as the spare (None: none kept)."""
-
-    total: int
-    written: int
-    hashes: dict[str, str]
-    spare: dict[str, str] | None
-
-
-def write_site(
-    files: Iterable[tuple[str, bytes | None]],
-    out: Path,
-    previous: Mapping[str, str] | None = None,
-    spare: Mapping[str, str] | None = None,
-) -> Written:
-    """Write every file into a tree beside `out`, then swap it in.
-
-    `previous` holds the digests of the files of the site now in `out`, by path; `spare` those
-    of the tree the last build kept beside it (`spare_of`). With both, that tree is brought up
-    to date, replacing only the files that differ, and swapped in: a rebuild then costs what
-    changed, not 27,000 new folders. Otherwise a new tree is made. Either way the site that was
-    in `out` is kept as the next spare when `previous` describes it.
-
-    A file whose bytes equal the current site's is a hard link to it (same bytes, same mtime),
-    and so is a file given as None; a file whose bytes changed is a new file. Without
-    `previous`, telling an unchanged file costs a read of the old one.
-    """
-    out = out.absolute()
-    wait_for_spare(out)
-    # Leftovers of a build that was killed: never part of any site.
-    for stale in [*out.parent.glob(f".{out.name}.tmp-*"), *out.parent.glob(f".{out.name}.old-*")]:
-        shutil.rmtree(stale, ignore_errors=True)
-    kept = spare_of(out)
-    reuse = _reuses_spare(out, previous, spare)
-    try:
-        if reuse:
-            tree = kept
-        else:
-            if os.path.lexists(kept):
-                _discard(kept, out)
-            tree = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    except OSError as error:
-        raise BuildError(f"{out}: cannot write in {out.parent} ({error.strerror})") from None
-    writer = _TreeWriter(str(tree), str(out), previous or {}, spare if reuse else {})
-
-    def abandon() -> None:
-        if not reuse:
-            shutil.rmtree(tree, ignore_errors=True)
-            return
-        try:
-            _discard(tree, out)
-        except OSError:
-            # A folder nothing can be renamed in: the half-updated spare stays where it is,
-            # and no manifest describes it, so the next build does not trust it.
-            pass
-
-    try:
-        for relative, data in files:
-            writer.put(relative, data)
-        writer.remove_the_rest()
-        os.chmod(tree, 0o755)
-        old = _swap(tree, out)
-    except OSError as error:
-        # A full disk, a read-only folder: the previous site is still whole, and this is not a bug.
-        abandon()
-        where = f": {error.filename}" if error.filename else ""
-        raise BuildError(f"{out}: cannot write the site ({error.strerror}{where}); the previous site is unchanged") from None
-    except BaseException:
-        abandon()
-        raise
-    total, written, hashes = writer.total, writer.written, writer.hashes
-    if old is None:
-        return Written(total, written, hashes, None)
-    try:
-        if not previous:
-            # Nothing describes the old site: not worth keeping. Renamed first, since it may
-            # sit at the staging name, which a tree being written has.
-            _discard(old, out)
-            return Written(total, written, hashes, None)
-        if old != kept:
-            os.replace(old, kept)
-    except OSError:
-        _remove_in_background(old)
-        return Written(total, written, hashes, None)
-    return Written(total, written, hashes, dict(previous))
-
-
-def _reuses_spare(out: Path, previous: Mapping[str, str] | None, spare: Mapping[str, str] | None) -> bool:
-    """Whether `write_site` brings the spare tree up to date, given the digests of the site's
-    files (`previous`) and of the spare's (`spare`), rather than making a new tree."""
-    kept = spare_of(out)
-    return bool(previous) and spare is not None and kept.is_dir() and not kept.is_symlink() and out.is_dir()
-
-
-class _TreeWriter:
-    """Puts one file after another into `root` (a new folder, or the spare tree), linking to
-    the current site in `old` what did not change. Plain strings and os calls: a site has
-    57,000 files in 27,000 folders, and pathlib's objects cost more than the links themselves.
-
-    A file already in `root` is never written into: it may be the very inode the current site
-    serves. It is replaced by a new file or a new link instead."""
-
-    def __init__(self, root: str, old: str, previous: Mapping[str, str], spare: Mapping[str, str]) -> None:
-        self.root, self.old, self.previous, self.spare = root, old, previous, spare
-        # No site yet (a first build): nothing to compare with or link to.
-        self._old_site = os.path.isdir(old)
-        self.hashes: dict[str, str] = {}
-        self.total = self.written = 0
-        self._made = {root}
-
-    def put(self, relative: str, data: bytes | None) -> None:
-        self.total += 1
-        current = self.previous.get(relative)
-        old = f"{self.old}/{relative}"
-        if data is None:
-            digest = current if current is not None else _file_digest(old)
-            same = True
-        else:
-            digest = file_digest(data)
-            same = digest == current if self.previous else self._old_site and _same_bytes(old, data)
-        self.hashes[relative] = digest
-        if same and current is not None and self.spare.get(relative) == current:
-            # The spare's file is the current site's own (both were linked to one inode).
-            return
-        target = f"{self.root}/{relative}"
-        self._folder(target.rpartition("/")[0])
-        if same and self._link(old, target):
-            return
-        if data is None:
-            raise BuildError(f"{old}: the previous build's file vanished during the build")
-        self._replace(target, partial(_write_new, target, data))
-        self.written += 1
-
-    def remove_the_rest(self) -> None:
-        """Remove what the spare tree has and this site does not, and the folders left empty."""
-        for relative in sorted(self.spare.keys() - self.hashes.keys()):
-            path = f"{self.root}/{relative}"
-            try:
-                os.unlink(path)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                continue  # gone already, now a folder of this site's, or under a file of its
-            folder = path.rpartition("/")[0]
-            while folder != self.root:
-                try:
-                    os.rmdir(folder)
-                except OSError:
-                    break
-                folder = folder.rpartition("/")[0]
-
-    def _link(self, old: str, target: str) -> bool:
-        try:
-            self._replace(target, partial(os.link, old, target))
-            return True
-        except FileNotFoundError:
-            return False
-
-    def _replace(self, target: str, make: Callable[[], object]) -> None:
-        try:
-            make()
-        except FileExistsError:
-            if os.path.isdir(target) and not os.path.islink(target):
-                shutil.rmtree(target)
-            else:
-                os.unlink(target)
-            make()
-
-    def _folder(self, folder: str) -> None:
-        if folder in self._made:
-            return
-        try:
-            if folder.rpartition("/")[0] in self._made:
-                os.mkdir(folder)  # one new folder in a known one: one call, 27,000 times
-            else:
-                os.makedirs(folder, exist_ok=True)
-        except FileExistsError:
-            if not os.path.isdir(folder):
-                self._clear_way(folder)
-        except NotADirectoryError:
-            self._clear_way(folder)
-        self._made.add(folder)
-
-    def _clear_way(self, folder: str) -> None:
-        """A file of the spare tree stands where this site has a folder: remove it."""
-        parts = folder[len(self.root) + 1 :].split("/")
-        for count in range(1, len(parts) + 1):
-            prefix = "/".join([self.root, *parts[:count]])
-            if os.path.islink(prefix) or os.path.isfile(prefix):
-                os.unlink(prefix)
-        os.makedirs(folder, exist_ok=True)
-
-
-def _write_new(target: str, data: bytes) -> None:
-    with open(target, "xb") as handle:
-        handle.write(data)
-
-
-# What `file_digest` is, as the page manifest records it: digests made another way are not
-# compared with this build's (the old files are read instead).
-FILE_DIGEST = "sha256/32"
-
-
-def file_digest(data: bytes) -> str:
-    """A site file's digest: sha256, which runs in hardware here, 1.5 times blake2b's speed
-    over the 500 MB a cold build writes."""
-    return hashlib.sha256(data).hexdigest()[:32]
-
-
-def _file_digest(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            return file_digest(handle.read())
-    except OSError as error:
-        raise BuildError(f"{path}: the previous build's file vanished during the build ({error.strerror})") from None
-
-
-def _same_bytes(path: str, data: bytes) -> bool:
-    try:
-        if os.stat(path).st_size != len(data):
-            return False
-        with open(path, "rb") as handle:
-            return handle.read() == data
-    except OSError:
-        return False
-
-
-def _swap(tree: Path, out: Path) -> Path | None:
-    """Put `tree` at `out`; returns where the site that was there is now (None: there was
-    none). Where the system can, both folders trade places in one step; elsewhere the old one
-    is moved aside first, and a reader may find no site for that instant."""
-    if not out.exists():
-        os.replace(tree, out)
-        return None
-    if not out.is_dir():
-        raise BuildError(f"{out}: exists and is not a folder")
-    if _exchange(tree, out):
-        return tree
-    retired = _aside(out, out)
-    try:
-        os.replace(tree, out)
-    except OSError:
-        os.replace(retired, out)
-        raise
-    return retired
-
-
-def _exchange(first: Path, second: Path) -> bool:
-    """Swap two folders atomically (Linux's `renameat2` with RENAME_EXCHANGE); False where the
-    C library or the file system cannot."""
-    import ctypes
-
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), rename_exchange) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), str(second))
-
-
-def _discard(folder: Path, out: Path) -> None:
-    """Move `folder` out of the way at once and delete it in the background; if that never
-    finishes, the next build into `out` clears it."""
-    _remove_in_background(_aside(folder, out))
-
-
-def _aside(folder: Path, out: Path) -> Path:
-    """Rename `folder` to a new `.<out>.old-*` name beside `out`, which builds clear; returns it."""
-    retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.rmdir(retired)
-    os.replace(folder, retired)
-    return retired
-
-
-def _remove_in_background(folder: Path) -> None:
-    """Delete the previous tree without making the build wait: removing 27,000 folders takes
-    seconds, and the new site is already in place. A removal that never finishes is redone by
-    the next build, which clears `.<out>.old-*` first."""
-    try:
-        subprocess.Popen(
-            ["rm", "-rf", "--", str(folder)],
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError:
-        shutil.rmtree(folder, ignore_errors=True)

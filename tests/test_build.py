@@ -15,7 +15,8 @@ import jsonschema
 import pytest
 
 from generator import build as build_module
-from generator.build import build, build_lock, inputs_of, write_site
+from generator.build import build, inputs_of
+from generator.publish import build_lock, publish
 from generator.cli import main
 from generator.config import Config
 from generator.errors import BuildError
@@ -234,14 +235,14 @@ def test_the_content_schema_is_kept_in_the_cache_and_made_again_when_unreadable(
 
 def test_a_build_that_fails_midway_leaves_the_previous_site_whole(tmp_path):
     out = tmp_path / "site"
-    write_site([("index.html", b"old"), ("a/b.txt", b"kept")], out)
+    publish([("index.html", b"old"), ("a/b.txt", b"kept")], out)
 
     def files():
         yield "index.html", b"new"
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        write_site(files(), out)
+        publish(files(), out)
     assert tree(out) == {"index.html": b"old", "a/b.txt": b"kept"}
     assert [p.name for p in tmp_path.iterdir()] == ["site"]
 

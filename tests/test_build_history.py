@@ -116,7 +116,7 @@ def test_a_failed_build_leaves_the_previous_site_and_ledger(tmp_path, built, mon
                 raise OSError(28, "No space left on device")
         raise AssertionError("unreachable")
 
-    monkeypatch.setattr(build_module, "write_site", broken)
+    monkeypatch.setattr(build_module, "publish", broken)
     with pytest.raises(OSError):
         run(tmp_path, shas[1])
     assert {p: p.read_bytes() for p in sorted((tmp_path / "site").rglob("*")) if p.is_file()} == before_site

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.build import build_lock, spare_of
-from generator.spare import wait as wait_for_spare
+from generator.publish import build_lock, spare_of
 from generator.cli import main
 from tests.conftest import make_repo
 
@@ -121,10 +120,8 @@ def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path
     before, target = ((0,), 1) if moment != "writing the spare tree" else ((0, 1), 0)
     for revision in before:
         assert build(upstream, revision, out, cache).returncode == 0
-    if moment == "writing a new tree":
-        # As when the spare process a first build starts could not run: no spare to reuse.
-        wait_for_spare(out)
-        shutil.rmtree(spare_of(out))
+    # After one build there is no spare tree yet, so the build killed while "writing a new
+    # tree" makes one; after two, the first site is the spare, brought up to date.
     previous = tree(out)
     process = subprocess.Popen(command(upstream, target, out, cache), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -158,7 +155,6 @@ def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path
     for revision in (*before, target):
         assert build(upstream, revision, reference, reference.parent / "cache").returncode == 0
     assert tree(out) == tree(reference)
-    wait_for_spare(out)
     assert not staging_of(out)
 
 
@@ -206,8 +202,7 @@ def build_while_immutable(folder: Path, upstream, revision: int, out: Path, cach
 def test_a_read_only_output_folder_is_one_line(upstream, sites, tmp_path) -> None:
     out, cache = tmp_path / "site", tmp_path / "cache"
     assert build(upstream, 0, out, cache).returncode == 0
-    wait_for_spare(out)
-    shutil.rmtree(spare_of(out))
+    assert not spare_of(out).exists()
     # The folder holding the site: no lock, no new tree (nor a spare) can be made there.
     done = build_while_immutable(tmp_path, upstream, 1, out, cache)
     one_line_error(done.stderr, f"errorkb: {out}: cannot write in {tmp_path} (Operation not permitted)")
@@ -230,7 +225,6 @@ def test_a_read_only_output_folder_is_one_line(upstream, sites, tmp_path) -> Non
     one_line_error(done.stderr, f"errorkb: {out}: cannot write the site (Operation not permitted")
     assert tree(out) == before
     assert build(upstream, 1, out, cache).returncode == 0
-    wait_for_spare(out)  # which links its tree at a staging name
     assert not staging_of(out)
 
 
@@ -277,7 +271,7 @@ def test_a_second_build_refuses_while_the_lock_is_held(upstream, tmp_path, capsy
 
 
 def held(lock: Path) -> bool:
-    """Whether some process holds an flock on `lock` (read from /proc/locks, taking nothing)."""
+    """Whether some process holds a lock on `lock` (read from /proc/locks, taking nothing)."""
     try:
         inode = lock.stat().st_ino
     except FileNotFoundError:
@@ -309,7 +303,7 @@ def test_a_process_forked_during_a_build_does_not_keep_its_lock(tmp_path):
     script = f"""
 import os, time
 from pathlib import Path
-from generator.build import build_lock
+from generator.publish import build_lock
 with build_lock(Path({str(tmp_path / "site")!r})):
     worker = os.fork()
     if worker == 0:

@@ -1,4 +1,4 @@
-"""`write_site` bringing the spare tree (the site before last, kept at `.<out>.spare`) up to date
+"""`publish` bringing the spare tree (the site before last, kept at `.<out>.spare`) up to date
 and swapping it in: after every build the output folder holds exactly the new site, unchanged
 files are the current site's inodes (same mtime), changed files are new inodes and the old
 site's files are never written through, the site swapped out is kept as the next spare, and a
@@ -18,13 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from generator import build as build_module
-from generator.build import PageManifest, Written, build, file_digest, inputs_of, spare_of, write_site
+from generator import publish as publish_module
+from generator.build import PageManifest, build, inputs_of
+from generator.publish import Written, file_digest, publish, spare_of
 from generator.errors import BuildError
 from generator.model import Upstream
 from generator.render import SiteInfo
-from generator.spare import link_spare
-from generator.spare import wait as wait_for_spare
 from tests.conftest import make_repo
 from tests.test_build import CODE, config
 
@@ -173,7 +172,7 @@ class Chain:
         # folder given that number would look like the spare reused.
         held = os.open(kept, os.O_RDONLY) if spare_folder is not None else None
         try:
-            written = write_site(self.files(site, none_for_unchanged), self.out, previous, spare)
+            written = publish(self.files(site, none_for_unchanged), self.out, previous, spare)
             self._check(site, before, stats, written, previous, kept, old_site_folder, spare_folder)
         finally:
             if held is not None:
@@ -215,9 +214,10 @@ class Chain:
 
 @pytest.fixture(params=["exchange", "two renames"])
 def swap(request, monkeypatch) -> str:
-    """Both ways `_swap` trades the folders: renameat2's exchange, and the fallback elsewhere."""
+    """Both ways the folders trade places: renameat2's exchange, and two renames where the
+    system has no exchange (`publish.exchange` says False)."""
     if request.param == "two renames":
-        monkeypatch.setattr(build_module, "_exchange", lambda first, second: False)
+        monkeypatch.setattr(publish_module, "exchange", lambda first, second: False)
     return request.param
 
 
@@ -241,17 +241,17 @@ def test_the_written_count_is_the_files_whose_bytes_changed(tmp_path):
 def test_unchanged_files_keep_inode_and_mtime_and_old_files_are_never_written_through(tmp_path):
     out = tmp_path / "site"
     same, changed = out / "same.html", out / "changed.html"
-    first = write_site([("same.html", b"same"), ("changed.html", b"old")], out)
+    first = publish([("same.html", b"same"), ("changed.html", b"old")], out)
     os.utime(same, (1000, 1000))
     inode = same.stat().st_ino
-    second = write_site([("same.html", b"same"), ("changed.html", b"middle")], out, first.hashes, first.spare)
+    second = publish([("same.html", b"same"), ("changed.html", b"middle")], out, first.hashes, first.spare)
     assert same.stat().st_ino == inode and same.stat().st_mtime == 1000
     # The spare tree (the first site) shares `same.html` with the site and has the old
     # `changed.html`; the third site must replace that one, not write into it.
     spare_changed = spare_of(out) / "changed.html"
     with open(changed, "rb") as current, open(spare_changed, "rb") as spare:
         current_inode, spare_inode = os.fstat(current.fileno()).st_ino, os.fstat(spare.fileno()).st_ino
-        third = write_site([("same.html", b"same"), ("changed.html", b"new")], out, second.hashes, second.spare)
+        third = publish([("same.html", b"same"), ("changed.html", b"new")], out, second.hashes, second.spare)
         assert third.written == 1
         assert same.stat().st_ino == inode and same.stat().st_mtime == 1000
         assert changed.stat().st_ino not in (current_inode, spare_inode)
@@ -259,7 +259,7 @@ def test_unchanged_files_keep_inode_and_mtime_and_old_files_are_never_written_th
     assert spare_changed.read_bytes() == b"middle" and spare_changed.stat().st_ino == current_inode
     assert (spare_of(out) / "same.html").stat().st_ino == inode
     # Given as None ("the previous build's file"), it is the same inode too.
-    fourth = write_site([("same.html", None), ("changed.html", None)], out, third.hashes, third.spare)
+    fourth = publish([("same.html", None), ("changed.html", None)], out, third.hashes, third.spare)
     assert fourth.written == 0 and fourth.hashes == third.hashes
     assert same.stat().st_ino == inode and same.stat().st_mtime == 1000
     assert (out / "changed.html").read_bytes() == b"new"
@@ -312,17 +312,17 @@ def test_a_failed_spare_build_leaves_the_previous_site_and_the_next_build_is_rig
     site = SITES[2]
     if fault == "OSError swapping":
         # After every file was put and every removal made: only the swap is left.
-        def refuse(folder: Path, target: Path) -> None:
-            assert folder == spare_of(out) and tree(folder) == site
+        def refuse(folder: Path, target: Path) -> bool:
+            assert folder == spare_of(out).absolute() and tree(folder) == site
             raise OSError(errno.EPERM, "Operation not permitted", str(target))
 
-        monkeypatch.setattr(build_module, "_swap", refuse)
+        monkeypatch.setattr(publish_module, "exchange", refuse)
     if fault == "exception":
         with pytest.raises(RuntimeError, match="the renderer failed"):
-            write_site(failing_files(site, fault), out, chain.hashes, chain.spare)
+            publish(failing_files(site, fault), out, chain.hashes, chain.spare)
     else:
         with pytest.raises(BuildError, match="the previous site is unchanged"):
-            write_site(failing_files(site, fault), out, chain.hashes, chain.spare)
+            publish(failing_files(site, fault), out, chain.hashes, chain.spare)
     monkeypatch.undo()
     assert tree(out) == SITES[1]
     assert {path: (out / path).stat().st_ino for path in SITES[1]} == {path: stat.st_ino for path, stat in stats.items()}
@@ -423,7 +423,6 @@ def test_builds_of_a_b_a_b_match_fresh_builds(tmp_path, revisions):
         reference = tmp_path / f"fresh{step}"
         shutil.copytree(content, reference / "content")
         inodes = {path: (out / path).stat().st_ino for path in before}
-        wait_for_spare(out)
         spare_folder = spare_of(out).stat().st_ino if spare_of(out).is_dir() else None
         result = build_into(revisions, revision, out, content, cache)
         build_into(revisions, revision, reference / "site", reference / "content", tmp_path / "fresh-cache")
@@ -438,11 +437,8 @@ def test_builds_of_a_b_a_b_match_fresh_builds(tmp_path, revisions):
         if step >= 1:
             assert (tmp_path / ".site.spare").is_dir()
             assert tree(tmp_path / ".site.spare") == before
-        if step >= 1:
-            # The spare tree, brought up to date: after the first build, the one the spare
-            # process linked (`generator.spare`).
-            assert out.stat().st_ino == spare_folder
-        wait_for_spare(out)
+        # The spare tree, brought up to date: from the third build on, the first site kept.
+        assert (out.stat().st_ino == spare_folder) == (step >= 2)
         assert not staging(out)
         before = site
     # The revisions differ, so each step really changed pages.
@@ -462,7 +458,6 @@ def test_pages_deleted_from_the_site_come_back_from_the_spare_or_rendered_again(
         first = tree(folder / "site")
         build_into(revisions, 1, folder / "site", folder / "content", folder / "cache")
     build_into(revisions, 2, reference / "site", reference / "content", reference / "cache")
-    wait_for_spare(out)
     pages = [path for path in [*(out / "errors").rglob("*.html"), *(out / "api" / "errors").glob("*.json")] if path.name != "index.json"]
     # Pages of both kinds: some the spare (the first revision's site) holds as they are.
     held = [path for path in pages if first.get(path.relative_to(out).as_posix()) == path.read_bytes()]
@@ -523,103 +518,21 @@ def test_the_manifest_records_the_spare_as_what_differs_from_the_site(tmp_path):
 
 
 
-# -- The spare process (`generator.spare`) -----------------------------------------------------------
+# -- Done when it returns -----------------------------------------------------------------------------
 
 
-def manifest_of(cache: Path, out: Path, result) -> PageManifest:
-    return PageManifest(cache, out, SiteInfo(result.upstream, config().base_url, config().report_url))
-
-
-def test_a_first_build_leaves_a_spare_linked_to_its_site_for_the_next_build(tmp_path, revisions):
-    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
-    result = build_into(revisions, 0, out, content, cache)
-    wait_for_spare(out)
-    kept = spare_of(out)
-    assert tree(kept) == tree(out)
-    for path in tree(out):
-        assert (kept / path).stat().st_ino == (out / path).stat().st_ino, path
-    assert manifest_of(cache, out, result).spare_hashes() == digests(tree(out))
-    folder = kept.stat().st_ino
-    # The same revision built fresh, from the content folder as it is now (its ledger).
-    fresh = tmp_path / "fresh"
-    shutil.copytree(content, fresh / "content")
-    build_into(revisions, 1, out, content, cache)
-    assert out.stat().st_ino == folder
-    build_into(revisions, 1, fresh / "site", fresh / "content", fresh / "cache")
-    assert tree(out) == tree(fresh / "site")
-
-
-def test_a_build_waits_for_a_spare_still_being_linked(tmp_path, revisions):
-    import fcntl
-    import threading
-
-    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
-    build_into(revisions, 0, out, content, cache)
-    wait_for_spare(out)
-    # This test holds the lock, as the spare process does while it links.
-    with open(tmp_path / ".site.spare.lock", "wb") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = []
-        rebuild = threading.Thread(target=lambda: done.append(build_into(revisions, 1, out, content, cache)))
-        rebuild.start()
-        rebuild.join(timeout=1.5)
-        assert rebuild.is_alive() and not done
-        assert tree(out) == tree(spare_of(out))  # neither swapped nor written into
-    rebuild.join(timeout=60)
-    assert done and done[0].files == len(tree(out))
-
-
-def test_a_spare_described_while_the_build_waited_for_it_is_brought_up_to_date(tmp_path, revisions, monkeypatch):
-    """A build reads the page manifest before it waits for a spare process still at work;
-    that process then describes its spare in a new manifest, which the build reads again."""
-    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
-    result = build_into(revisions, 0, out, content, cache)
-    wait_for_spare(out)
-    manifest = manifest_of(cache, out, result).path
-    # As it was while the spare process linked: no spare, and none described.
-    shutil.rmtree(spare_of(out))
-    record = json.loads(manifest.read_bytes())
-    record["spare"] = None
-    manifest.write_text(json.dumps(record))
-    made = []
-
-    def spare_process_ends() -> None:
-        if not made:
-            assert link_spare(out.absolute(), manifest)
-            made.append(spare_of(out).stat().st_ino)
-
-    monkeypatch.setattr(build_module, "wait_for_spare", lambda folder: spare_process_ends())
-    build_into(revisions, 1, out, content, cache)
-    # The spare it waited for became the new site, rather than a tree made anew.
-    assert made and out.stat().st_ino == made[0]
-
-
-def test_a_spare_process_that_fails_leaves_nothing_a_build_trusts(tmp_path, revisions, monkeypatch):
-    out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
-    result = build_into(revisions, 0, out, content, cache)
-    wait_for_spare(out)
-    shutil.rmtree(spare_of(out))
-    manifest = manifest_of(cache, out, result)
-    record = json.loads(manifest.path.read_bytes())
-    record["spare"] = None
-    manifest.path.write_text(json.dumps(record))
-    links = []
-
-    def failing_link(source, target):
-        if len(links) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device", target)
-        links.append(target)
-        os.link(source, target)
-
-    monkeypatch.setattr("generator.spare.os.link", failing_link)
-    assert link_spare(out.absolute(), manifest.path) is False
-    monkeypatch.undo()
-    assert not spare_of(out).exists() and not staging(out)
-    assert json.loads(manifest.path.read_bytes())["spare"] is None
-    # One killed halfway leaves its half tree at a staging name, and no description.
-    half = tmp_path / ".site.tmp-killed"
-    shutil.copytree(out / "errors", half / "errors")
-    assert manifest_of(cache, out, result).spare_hashes() is None
-    build_into(revisions, 1, out, content, cache)
-    assert not half.exists() and tree(spare_of(out))
-    assert link_spare(out.absolute(), manifest.path) is False  # a spare is there: left alone
+def test_a_build_leaves_nothing_at_work_beside_its_folder(tmp_path, revisions):
+    """A script may remove the output's parent folder the moment `build` returns: nothing the
+    build started still writes there, whether it made a first site, swapped one in keeping
+    the old one as the spare, or discarded an old site nothing described."""
+    for number in range(3):
+        parent = tmp_path / f"out{number}"
+        content, cache = parent / "content", tmp_path / f"cache{number}"
+        for step in range(number + 1):
+            if number == 2 and step == 2:
+                shutil.rmtree(cache)  # no manifest: the site in the folder is not trusted
+            build_into(revisions, step % 2, parent / "site", content, cache)
+        listing = sorted(path.name for path in parent.iterdir())
+        assert listing == sorted(["site", "content", ".site.lock", *([".site.spare"] if number == 1 else [])]), listing
+        shutil.rmtree(parent)
+        assert not parent.exists()
