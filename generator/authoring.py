@@ -48,6 +48,8 @@ def scaffold_text(entry: ErrorEntry, fingerprint: str, upstream: Upstream) -> st
         comment.append(f"#   ... and {len(entry.sites) - 20} more locations")
     comment.append("# Derived trigger (write `trigger:` to replace it with words a user knows):")
     comment.extend(f"#   {line}" for line in derived_trigger(entry).splitlines())
+    # A message or condition can span lines: each of its lines stays inside the comment.
+    comment = [part if number == 0 else f"#       {part}" for line in comment for number, part in enumerate(line.splitlines() or [""])]
     body = [
         f'id: "{entry.id}"',
         f"exception: {_scalar(entry.exception)}",

@@ -1,16 +1,22 @@
-"""The per-blob extraction cache: one small JSON file per git blob sha and extractor version.
+"""The cache: everything slow, kept under the cache folder by content, never by mtime.
 
-Keyed by content, never by mtime: a blob that did not change is never parsed again, wherever
-it moved. Entries are written atomically; an unreadable entry counts as missing.
+Two kinds of entry. The per-blob extraction cache (`SiteCache`): one small JSON file per git
+blob sha and extractor version, so a blob that did not change is never parsed again, wherever
+it moved. And values and states a build derives (`cached_values`, `entries_state_path`), each
+under a digest of the code that makes them (`code_digest`), so editing one stage's code never
+invalidates another's. Entries are written atomically; an unreadable entry counts as missing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from generator.files import write_cache
+from generator.files import read_cache, state_bytes, write_cache
 from generator.model import Placeholder, Site, Template
 
 
@@ -92,3 +98,46 @@ def site_from_json(row: list, path: str) -> Site:
         resolved=resolved,
         legacy_key=legacy,
     )
+
+
+# -- Derived values and states, under a digest of the code that makes them -------------------------
+
+
+def code_digest(code: Iterable[str]) -> str:
+    """A digest of the Python version and the `code` a cached value is made by: module files,
+    and version strings such as `extractor_version`."""
+    digest = hashlib.sha256(repr(sys.version_info[:2]).encode())
+    for part in code:
+        digest.update(Path(part).read_bytes() if part.endswith(".py") else part.encode())
+    return digest.hexdigest()[:32]
+
+
+def cached_values(
+    cache_dir: Path, name: str, code: Iterable[str], keys: Mapping[str, object], compute: Callable[[list[str]], Mapping[str, object]]
+) -> dict[str, object]:
+    """A value per id, computed (`compute`, given the ids to do) only for ids whose key the last
+    build did not see: the values stay in the cache by key, under a digest of the `code` that
+    computes them (module files, and version strings such as `extractor_version`). Keys are
+    hashable records of everything else the value is computed from."""
+    path = cache_dir / name / f"{code_digest(code)}.pickle"
+    known = read_cache(path, dict) or {}
+    missing = [error for error, key in keys.items() if key not in known]
+    fresh = compute(missing) if missing else {}
+    values, used = {}, {}
+    for error, key in keys.items():
+        value = fresh[error] if error in fresh else known[key]
+        values[error] = used[key] = value
+    # Only the keys of this build are kept, so the cache does not grow with history.
+    if missing or len(used) != len(known):
+        write_cache(path, state_bytes(used))
+    return values
+
+
+def entries_state_path(cache_dir: Path, name: str, module: str) -> Path:
+    """Where a state kept whole between builds and updated by changed blobs lives: under a
+    digest of its `module`'s code and of what makes the entries it was made from (the model
+    and the extractor), since an update trusts that unchanged blobs give unchanged entries."""
+    from generator import model
+    from generator.pipeline import extractor_version
+
+    return cache_dir / name / f"state-{code_digest([module, model.__file__, extractor_version()])}.pickle"

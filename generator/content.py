@@ -123,9 +123,9 @@ def read_content(
 
 class ParsedFiles:
     """`schema.parse_curated` by path and text, kept in `cache_dir` from one build to the next
-    under a digest of the parsing code, its libraries and the repo: reading YAML and validating
-    it costs 5 ms a file, and importing the libraries that do it 0.2 s, while content rarely
-    changes between builds. Without `cache_dir`, just parses."""
+    under a digest of the parsing code, its libraries and the repo: reading and validating YAML,
+    and importing the libraries that do it, cost more than reading the cache, while content
+    rarely changes between builds (bench/README.md). Without `cache_dir`, just parses."""
 
     def __init__(self, cache_dir: Path | None, repo: str) -> None:
         self.repo = repo

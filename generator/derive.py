@@ -1,7 +1,8 @@
 """What a page can say that the code does not spell out: when an error happens in plain words,
 the flags and environment variables it names, the docstring around it, and related errors.
 
-Every function here is pure: records and text in, records and text out.
+Every function here is pure: records and text in, records and text out. `RelatedIndex` keeps
+the related-errors ranking whole between builds, updated from the entries of changed blobs.
 """
 
 from __future__ import annotations

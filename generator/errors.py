@@ -3,6 +3,10 @@
 Anything else that escapes is a bug in errorkb and keeps its traceback.
 """
 
+# Exit codes of every command (README): done; bad input, said in one line; bad usage; done, but
+# something was skipped or needs attention (an unparseable upstream file, stale or orphaned content).
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
 
 class ErrorkbError(Exception):
     """A problem with errorkb's input, printed as one line without a traceback."""

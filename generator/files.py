@@ -44,8 +44,7 @@ def read_cache(path: Path, kind: type) -> object | None:
 
 def state_bytes(value: object) -> bytes:
     """`value` pickled for `write_cache` without the pickler's memo, which costs half the time
-    of pickling the states a build keeps (0.1 s of 0.2 s for one of 30 MB): tens of thousands
-    of strings and records, none held twice, no cycles. Only for values like these: without
+    of pickling the states a build keeps (bench/README.md): tens of thousands of strings and records, none held twice, no cycles. Only for values like these: without
     the memo, an object held twice comes back as two copies, and a cycle never ends."""
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, protocol=5)

@@ -11,6 +11,7 @@ import hashlib
 import operator
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import ClassVar
 
 ID_PREFIX = "errorkb-id-v1\0"
@@ -366,7 +367,7 @@ class Curated:
 
 @record
 class LedgerRecord:
-    """One id ever published, as the ledger (`content/ledger.jsonl`) remembers it.
+    """One id ever published, as the ledger (`content/ledger/`) remembers it.
 
     `status` is `active`, `retired` (no longer raised since `retired_in`), `moved` (a
     reworded message, or an id the id rules changed: `moved_to` is the new id) or `split`
@@ -523,3 +524,33 @@ class ListedError:
     sites: tuple[Site, ...]
     curated: Curated | None
     record: LedgerRecord | None = None
+
+
+# -- A build --------------------------------------------------------------------------------------
+
+
+@record
+class BuildResult:
+    """What a build did: where, from what, how many files, how many changed, what it skipped."""
+
+    out: Path
+    upstream: Upstream
+    errors: int
+    curated: int
+    files: int
+    written: int
+    problems: tuple[Problem, ...]
+    orphans: tuple[str, ...] = ()
+    stale: int = 0
+
+
+@record
+class Inputs:
+    """Where a build reads and writes; every path already resolved from config and options."""
+
+    source: str
+    out: Path
+    content: Path
+    cache_dir: Path
+    base_url: str
+    report_url: str

@@ -4,10 +4,8 @@ parsed on every core, then the sites in a stable order."""
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
 
+from generator import workers
 from generator.cache import SiteCache
 from generator.model import Extraction, Problem, Site, SourceFile
 from generator.progress import Progress
@@ -59,8 +58,8 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
     progress = Progress("extract", len(files))
     results: dict[str, tuple[Site, ...] | str] = {}
     # What the cache lacks is parsed in other processes from the start, while this one reads
-    # what it holds: after an upstream commit, the parsing (with libcst's import, 0.4 s) of the
-    # few changed files costs about as much as reading the cache for the 4,700 others.
+    # what it holds: after an upstream commit, the parsing (with libcst's import) of the few
+    # changed files costs about as much as reading the cache for all the others.
     held: list[SourceFile] = []
     missing: list[SourceFile] = []
     for file in files:
@@ -98,11 +97,11 @@ def _start(source: Source, cache: SiteCache, files: list[SourceFile], jobs: int 
     """The results of `files` in their order, their parsing already under way in worker
     processes when there is enough work (the pool lives as long as `stack`); otherwise parsed
     here as the results are read."""
-    jobs = jobs or os.cpu_count() or 1
+    jobs = workers.cores(jobs)
     batches = [[(f, source.read(f)) for f in files[i : i + 8]] for i in range(0, len(files), 8)]
     if jobs == 1 or not batches:
         return (result for batch in batches for result in _extract_batch(cache, batch))
     # A worker per two batches at most: the few batches of a commit go to one worker, which
     # leaves this process a core for the cache.
-    pool = stack.enter_context(ProcessPoolExecutor(max_workers=min(jobs, (len(batches) + 1) // 2)))
+    pool = stack.enter_context(workers.pool(min(jobs, (len(batches) + 1) // 2)))
     return (result for batch_result in pool.map(partial(_extract_batch, cache), batches) for result in batch_result)

@@ -1,7 +1,7 @@
 """Articles to pages: typed template contexts, Jinja2 with autoescape, Markdown with raw HTML off.
 
-Nothing here touches the disk except reading templates; `render_site` yields (path, bytes)
-pairs for the writer. Every string from upstream or `content/` reaches the HTML escaped:
+Nothing here touches the disk except reading templates; `render_errors`, `render_shared`,
+`render_browse` and `render_coverage` yield (path, bytes) pairs for `generator.pages`. Every string from upstream or `content/` reaches the HTML escaped:
 through Jinja's autoescape, through markdown-it with `html` off and a link filter, or through
 Pygments, which escapes what it highlights.
 """
@@ -38,7 +38,7 @@ TITLE_LIMIT = 160
 
 
 @dataclass(frozen=True, slots=True)
-class SiteInfo:
+class OutputInfo:
     """What every page's head and footer need beyond its own article."""
 
     upstream: Upstream
@@ -232,7 +232,7 @@ def _root(path: str) -> str:
     return "../" * depth
 
 
-def _page(path: str, info: SiteInfo, title: str, description: str, json_url: str | None = None, revision: bool = True) -> Page:
+def _page(path: str, info: OutputInfo, title: str, description: str, json_url: str | None = None, revision: bool = True) -> Page:
     """What base.html needs; with `revision` False, a page whose footer names no revision (see
     `_listing`)."""
     url = path[: -len("index.html")] if path.endswith("index.html") else path
@@ -249,7 +249,7 @@ def _page(path: str, info: SiteInfo, title: str, description: str, json_url: str
     )
 
 
-def _listing(path: str, info: SiteInfo, title: str, description: str) -> Page:
+def _listing(path: str, info: OutputInfo, title: str, description: str) -> Page:
     """A browse page's: its footer names no revision, so that the page changes only when the
     errors it lists do, not on every upstream commit (a static host or rsync then uploads a
     commit's few changed lists, not all 600). Each error it links to names its own."""
@@ -310,7 +310,7 @@ def highlight_code(code: str, language: str) -> Markup:
     return Markup(pygments.highlight(_clean(code), lexer, HtmlFormatter(nowrap=True)))
 
 
-def error_page(article: Article, info: SiteInfo) -> ErrorPage:
+def error_page(article: Article, info: OutputInfo) -> ErrorPage:
     path = f"errors/{article.id}/index.html"
     root = _root(path)
     curated = article.curated
@@ -418,7 +418,7 @@ def _module_path(folder: str) -> str:
     return f"modules/{folder}/index.html" if folder else "modules/index.html"
 
 
-def module_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+def module_pages(articles: Sequence[Listed], info: OutputInfo) -> Iterator[tuple[str, ListPage]]:
     """A page per folder of upstream holding errors: its subfolders with counts, then its
     files' errors. The root folder's page is the module index."""
     by_file, under, children = _module_folders(articles)
@@ -470,7 +470,7 @@ def _exception_path(name: str) -> str:
     return f"exceptions/{exception_slug(name)}/index.html"
 
 
-def exception_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+def exception_pages(articles: Sequence[Listed], info: OutputInfo) -> Iterator[tuple[str, ListPage]]:
     """The index of the exception types raised, with counts, and a page per type listing its
     errors."""
     by_type = _raised_types(articles)
@@ -501,7 +501,7 @@ def exception_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator[tupl
         )
 
 
-def gone_exception_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator[tuple[str, ListPage]]:
+def gone_exception_pages(articles: Sequence[Listed], info: OutputInfo) -> Iterator[tuple[str, ListPage]]:
     """A page per exception type that only errors no longer raised had (`_gone_types`)."""
     for name, members in sorted(_gone_types(articles, _raised_types(articles)).items()):
         path = _exception_path(name)
@@ -517,18 +517,7 @@ def gone_exception_pages(articles: Sequence[Listed], info: SiteInfo) -> Iterator
         )
 
 
-def render_site(
-    articles: tuple[Article, ...],
-    info: SiteInfo,
-    changes: tuple[Change, ...] = (),
-    env: jinja2.Environment | None = None,
-) -> Iterator[tuple[str, bytes]]:
-    """Every file of the site but the per-error ones, then the per-error ones, in a stable order."""
-    yield from render_shared(articles, info, changes, env)
-    yield from render_errors(articles, info, env)
-
-
-def render_errors(articles, info: SiteInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
+def render_errors(articles, info: OutputInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
     """Each article's page and API document."""
     env = env or environment()
     error_template = env.get_template("error.html")
@@ -546,7 +535,7 @@ def html_bytes(html: str) -> bytes:
 
 def render_browse(
     articles: Sequence[Listed],
-    info: SiteInfo,
+    info: OutputInfo,
     env: jinja2.Environment | None = None,
     listed: Callable[[jinja2.Template, ListPage], bytes] | None = None,
 ) -> Iterator[tuple[str, bytes]]:
@@ -581,7 +570,7 @@ def _listed(template: jinja2.Template, context: ListPage) -> bytes:
 
 def render_shared(
     articles: Sequence[Article | ListedError],
-    info: SiteInfo,
+    info: OutputInfo,
     changes: tuple[Change, ...] = (),
     env: jinja2.Environment | None = None,
     listed: Callable[[jinja2.Template, ListPage], bytes] | None = None,
@@ -590,7 +579,7 @@ def render_shared(
     """Home, browse pages (without `browse`, only those of exception types no longer raised:
     the rest come from `render_browse`), recent changes, 404, sitemap, robots, redirects and
     the API's index, schema and change list. `listed` renders a browse page from its template
-    and context, when the caller keeps pages already rendered (`generator.build.PageMemo`)."""
+    and context, when the caller keeps pages already rendered (`generator.pages.PageMemo`)."""
     env = env or environment()
     listed = listed or _listed
     active = [a for a in articles if a.status == "active"]
@@ -642,7 +631,7 @@ def render_shared(
             yield "static/" + static.relative_to(TEMPLATES / "static").as_posix(), static.read_bytes()
 
 
-def render_coverage(coverage, info: SiteInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
+def render_coverage(coverage, info: OutputInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
     """How many errors have a curated explanation, overall and per module: a page and JSON.
     Modules with the most errors still unexplained come first."""
     env = env or environment()

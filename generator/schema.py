@@ -1,5 +1,5 @@
 """The content schema and the reader of one content file: imported only when a file must really
-be parsed or the schema published, since pydantic and ruamel.yaml cost a build 0.2 s to import.
+be parsed or the schema published, since importing pydantic and ruamel.yaml is slow (bench/README.md).
 
 The schema lives in code (`CuratedSchema`, published as JSON Schema by `curated_json_schema`).
 Files are read with ruamel.yaml's round-trip loader so every problem names the line it is on:

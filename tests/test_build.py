@@ -14,7 +14,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from generator import build as build_module
 from generator.build import build, inputs_of
 from generator.publish import build_lock, publish
 from generator.cli import main
@@ -220,7 +219,7 @@ def test_a_page_explains_the_flags_it_names_and_follows_their_help_upstream(tmp_
 
 def test_the_content_schema_is_kept_in_the_cache_and_made_again_when_unreadable(tmp_path, monkeypatch):
     from generator import schema
-    from generator.build import content_schema
+    from generator.pages import content_schema
 
     made = schema.curated_json_schema()
     assert content_schema(tmp_path) == made
@@ -363,9 +362,11 @@ def test_serve_answers_pages_extensionless_api_and_reloads(tmp_path, repo):
         server.server_close()
 
 
-def test_in_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
+def test_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
+    from generator import workers
+
     records = tuple(range(1000))
-    first, second = build_module.in_background(
+    first, second = workers.background(
         [lambda: (os.getpid(), sum(records)), lambda: (os.getpid(), max(records))], jobs=2, size=len(records)
     )
     # Asked for in either order, each result is its own task's.
@@ -373,7 +374,7 @@ def test_in_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
     pid_one, total = first()
     assert (total, largest) == (sum(records), max(records))
     assert pid_one == pid_two
-    assert pid_one != os.getpid() or not build_module._can_fork()
+    assert pid_one != os.getpid() or not workers.can_fork()
 
 
 def test_highlighting_started_early_gives_the_excerpts_of_highlighting_on_demand(tmp_path):
@@ -404,7 +405,7 @@ def test_highlighting_started_early_gives_the_excerpts_of_highlighting_on_demand
 
 
 def test_browse_pages_are_rendered_once_per_context_across_builds(tmp_path):
-    from generator.build import PageMemo
+    from generator.pages import PageMemo
 
     calls = []
 

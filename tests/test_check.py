@@ -276,3 +276,18 @@ def test_a_review_below_2_keeps_its_entry_from_passing_check(tmp_path, capsys):
     (content / "reviews" / f"{KV4}.yaml").write_text((content / "reviews" / f"{KV4}.yaml").read_text().replace("score: 1", "score: 2"))
     code, _, err = run(capsys, "check", "--content", str(content), "--allow-stale")
     assert code == 0, err
+
+
+def test_a_scaffold_of_a_message_over_several_lines_is_valid_yaml():
+    """Upstream's messages can span lines; every line of them stays a comment."""
+    from ruamel.yaml import YAML
+
+    from generator.authoring import scaffold_text
+    from generator.model import Upstream, group_sites
+
+    code = 'def f(x):\n    if x.a:\n        raise ValueError("first line\\nsecond line")\n'
+    sites = extract_source(code.encode(), "python/sglang/srt/m.py")
+    (entry,) = group_sites(sites, "o/r")
+    text = scaffold_text(entry, "0123456789abcdef", Upstream("o/r", "git:x@y", "y", "2026-01-01T00:00:00Z"))
+    assert "\n#       second line" in text
+    assert YAML(typ="safe").load(text)["id"] == entry.id

@@ -284,18 +284,18 @@ def test_related_errors_of_the_kv4_error_are_about_platforms_or_kv_cache_dtypes(
 
 @pytest.mark.real
 def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, tmp_path, monkeypatch):
-    """`derive_site` keeps what each article was derived from (`build.ArticleState`), and a
+    """`articles.derive_all` keeps what each article was derived from (`ArticleState`), and a
     rebuild derives again only the articles whose inputs may have changed. Whatever changed,
     every page digest and article must be what an empty cache gives: a deleted file, a message
     reworded under the same id that others list as related, a new message naming a flag that
     other errors' conditions would name, curated text, a pin, an alias, a stale revision and
     a related list."""
-    from generator.build import ArticleState, PageManifest, article_state_path, derive_site
-    from generator.files import read_cache
+    from generator.articles import ArticleState, derive_all
+    from generator.plan import PageManifest
     from generator.history import BuildHistory
 
     repo = sglang.upstream.repo
-    info = render.SiteInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
+    info = render.OutputInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
     before = group_sites(sglang.sites, repo)
     ids = [entry.id for entry in before]
     related = {error: (ids[(n + 1) % len(ids)], ids[(n + 7) % len(ids)]) for n, error in enumerate(ids)}
@@ -332,10 +332,10 @@ def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, t
 
     def derived(cache, entries, blobs, curated, ledger, related, stale, pins):
         manifest = PageManifest(cache, tmp_path / "site", info)
-        state = read_cache(article_state_path(cache), ArticleState) or ArticleState()
+        state = ArticleState.kept(cache)
         changed, _ = state.changed(manifest.salt, entries, blobs)
         past = BuildHistory({}, ledger, ())
-        return derive_site(state, changed, sglang.upstream, entries, blobs, curated, past, cache, lambda: related, manifest, stale, pins)
+        return derive_all(state, changed, sglang.upstream, entries, blobs, curated, past, cache, lambda: related, manifest, stale, pins)
 
     derived(tmp_path / "cache", before, blobs, curated, (), related, {}, {})
     read = []
@@ -356,7 +356,7 @@ def test_listed_errors_give_the_shared_pages_of_the_full_articles(sglang):
     """A build renders home, browse pages and the API's index from `listed_errors` while it
     derives the full articles, the browse pages from the entries alone: every one of those
     files must be what the full articles give."""
-    from generator.build import browse_files, listed_files
+    from generator.pages import browse_files, listed_files
 
     entries = group_sites(sglang.sites, sglang.upstream.repo)
     curated = load_curated(Path(__file__).parent.parent / "content", sglang.upstream.repo)
@@ -367,7 +367,7 @@ def test_listed_errors_give_the_shared_pages_of_the_full_articles(sglang):
     # And one whose exception type no error raises any more, which has a browse page.
     gone = LedgerRecord("00000000000000cc", "retired", "v1", "v2", "raise", "GoneError", "Gone too", "python/sglang/z.py", 4, "h", retired_in="v3")
     ledger = (retired, moved, gone)
-    info = render.SiteInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
+    info = render.OutputInfo(sglang.upstream, "https://example.org/", "https://example.org/report")
     full = derive.derive_articles(entries, curated, sglang.upstream, ledger)
     listed = derive.listed_errors(entries, curated, ledger)
     assert any(article.trigger or article.mentions or article.related for article in full)

@@ -109,6 +109,20 @@ def folder_times(root: Path) -> dict[str, int]:
     return {folder: os.stat(folder).st_mtime_ns for folder, _, _ in os.walk(root)}
 
 
+def processes_naming(out: Path) -> list[int]:
+    """The processes whose command line names `out`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if str(out).encode() in line:
+                found.append(int(entry.name))
+    return found
+
+
 def staging_of(out: Path) -> list[Path]:
     return list(out.parent.glob(f".{out.name}.tmp-*"))
 
@@ -146,6 +160,11 @@ def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path
     process.wait()
     assert process.returncode == -signal.SIGKILL
     assert tree(out) == previous
+    # Its workers end with it (each one's command line is the build's: forked).
+    wait_until = time.monotonic() + 10
+    while (left := processes_naming(out)) and time.monotonic() < wait_until:
+        time.sleep(0.05)
+    assert not left, f"workers of the killed build still run: {left}"
     # The next build cleans up what the killed one left and writes the new site whole, as
     # the same builds give in a folder of their own.
     done = build(upstream, target, out, cache)

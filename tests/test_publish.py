@@ -11,7 +11,6 @@ Everything runs on small trees in `tmp_path`: no SGLang download.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 from pathlib import Path
@@ -19,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from generator import publish as publish_module
-from generator.build import PageManifest, build, inputs_of
+from generator.build import build, inputs_of
+from generator.plan import PageManifest
 from generator.publish import Written, file_digest, publish, spare_of
 from generator.errors import BuildError
 from generator.model import Upstream
-from generator.render import SiteInfo
+from generator.render import OutputInfo
 from tests.conftest import make_repo
 from tests.test_build import CODE, config
 
@@ -473,7 +473,7 @@ def test_the_manifest_forgets_a_spare_folder_that_is_not_the_one_it_kept(tmp_pat
     out, content, cache = tmp_path / "site", tmp_path / "content", tmp_path / "cache"
     build_into(revisions, 0, out, content, cache)
     result = build_into(revisions, 1, out, content, cache)
-    info = SiteInfo(result.upstream, config().base_url, config().report_url)
+    info = OutputInfo(result.upstream, config().base_url, config().report_url)
     kept = spare_of(out)
     spare = tree(kept)
     assert PageManifest(cache, out, info).file_hashes() == digests(tree(out))
@@ -497,7 +497,7 @@ def test_the_manifest_forgets_a_spare_folder_that_is_not_the_one_it_kept(tmp_pat
 def test_the_manifest_records_the_spare_as_what_differs_from_the_site(tmp_path):
     out = tmp_path / "site"
     upstream = Upstream("o/r", "git:x@y", "y", "2026-01-01T00:00:00Z")
-    info = SiteInfo(upstream, config().base_url, config().report_url)
+    info = OutputInfo(upstream, config().base_url, config().report_url)
 
     def manifest() -> PageManifest:
         """As the next build makes it, reading what the last one saved."""

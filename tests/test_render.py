@@ -13,7 +13,7 @@ from generator import api, render
 from generator.model import Article, Curated, ExampleFix, Location, Placeholder, Related, Site, Snippet, Solution, Template, Upstream
 
 UPSTREAM = Upstream(repo="o/r", source="git:x@main", revision="abc123", date="2026-01-01T00:00:00Z")
-INFO = render.SiteInfo(UPSTREAM, "https://kb.example.org/", "https://example.org/report")
+INFO = render.OutputInfo(UPSTREAM, "https://kb.example.org/", "https://example.org/report")
 
 
 def article(parts, curated=None, path="python/sglang/m.py", function="f", conditions=(), related=()) -> Article:
@@ -138,7 +138,7 @@ def test_links_are_relative_and_footer_names_the_revision():
 def test_browse_pages_change_with_their_errors_not_with_the_revision():
     """A static host re-uploads what changed: a browse page names no revision, so an upstream
     commit changes only the lists whose errors changed; the home page names the revision."""
-    later = render.SiteInfo(dataclasses.replace(UPSTREAM, revision="def456", date="2026-02-02T00:00:00Z"), INFO.base_url, INFO.report_url)
+    later = render.OutputInfo(dataclasses.replace(UPSTREAM, revision="def456", date="2026-02-02T00:00:00Z"), INFO.base_url, INFO.report_url)
     other = dataclasses.replace(article(["Other"], path="python/sglang/other/n.py"), id="fedcba9876543210")
     before = dict(render.render_browse((article(["Boom"]), other), INFO))
     after = dict(render.render_browse((article(["Boom"]), other), later))
@@ -201,7 +201,7 @@ def test_derived_markdown_matches_markdown_it(trigger):
 
 
 def test_sitemap_quotes_paths_that_need_it_and_escapes_the_base_url():
-    info = render.SiteInfo(UPSTREAM, "https://kb.example.org/a&b/", "https://example.org/report")
+    info = render.OutputInfo(UPSTREAM, "https://kb.example.org/a&b/", "https://example.org/report")
     files = dict(render.render_shared((article(["Boom"], path="python/sglang/odd dir/é.py"),), info))
     sitemap = files["sitemap.xml"].decode()
     assert "<loc>https://kb.example.org/a&amp;b/errors/0123456789abcdef/</loc>" in sitemap

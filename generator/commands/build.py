@@ -9,6 +9,7 @@ from pathlib import Path
 
 from generator.build import build, inputs_of
 from generator.commands.common import add_source_options, config_of
+from generator.errors import EXIT_OK, EXIT_PARTIAL
 
 
 def add_parser(subcommands) -> None:
@@ -47,4 +48,4 @@ def run(args: argparse.Namespace) -> int:
     )
     if result.stale:
         print(f"errorkb: {result.stale} curated explanations were written for older code; see errorkb check", file=sys.stderr)
-    return 3 if result.problems or result.orphans else 0
+    return EXIT_PARTIAL if result.problems or result.orphans else EXIT_OK

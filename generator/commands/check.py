@@ -31,7 +31,7 @@ from generator.audit import (
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import read_content
-from generator.errors import ErrorkbError
+from generator.errors import EXIT_PARTIAL, ErrorkbError
 from generator.history import load_ledger
 
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         return 1
     if orphans or (stale and not args.allow_stale):
-        return 3
+        return EXIT_PARTIAL
     if failed_examples:
         return 4
     return 0

@@ -7,6 +7,7 @@ import json
 import sys
 
 from generator.commands.common import add_source_options, cache_dir_of, config_of, source_of
+from generator.errors import EXIT_OK, EXIT_PARTIAL
 from generator.model import Extraction, Site, Upstream, site_scope
 from generator.pipeline import extract_upstream
 
@@ -66,4 +67,4 @@ def report(extraction: Extraction) -> int:
         f"{len(extraction.problems)} skipped; {extraction.upstream.source} at {extraction.upstream.revision}",
         file=sys.stderr,
     )
-    return 3 if extraction.problems else 0
+    return EXIT_PARTIAL if extraction.problems else EXIT_OK
