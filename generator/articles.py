@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from generator import audit, derive, history, model
-from generator.cache import cached_values, entries_state_path
-from generator.files import read_cache, state_bytes, write_cache
+from generator.cache import BlobState, cached_values, read_state, write_state
 from generator.highlight import Excerpts, Highlighting, excerpts_of, site_excerpts
 from generator.model import Article, Curated, ErrorEntry, LedgerRecord, Upstream
 from generator.plan import PageManifest, _upstream_fields
@@ -29,10 +28,6 @@ def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict
     from generator.content import load_curated
 
     return load_curated(folder, repo, cache_dir)
-
-
-def article_state_path(cache_dir: Path) -> Path:
-    return entries_state_path(cache_dir, "articles", derive.__file__)
 
 
 def derive_all(
@@ -66,7 +61,7 @@ def derive_all(
     dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings)
     digests = manifest.digests(made.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(made.ids)}
-    write_cache(article_state_path(cache_dir), state_bytes(state))
+    write_state(cache_dir, "articles", derive.__file__, state)
     made.digests = state.digests
     return made
 
@@ -119,7 +114,7 @@ class DerivedArticles:
         return tuple(self._made[error] for error in sorted(wanted))
 
 
-class ArticleState:
+class ArticleState(BlobState):
     """What each article was derived from at the last build, and its page's digest, kept in
     the cache between builds (like `derive.RelatedIndex`), so that a rebuild derives and
     digests only the articles whose inputs may have changed and keeps the others' digests.
@@ -135,7 +130,7 @@ class ArticleState:
     @classmethod
     def kept(cls, cache_dir: Path) -> ArticleState:
         """The state the last build left in the cache, or an empty one."""
-        return read_cache(article_state_path(cache_dir), cls) or cls()
+        return read_state(cache_dir, "articles", derive.__file__, cls, cls)
 
     def __init__(self) -> None:
         self.salt = ""
@@ -158,15 +153,16 @@ class ArticleState:
         extracted from `blobs` (path -> blob sha) and their pages digested under the page
         manifest's `salt`, and the paths whose blobs changed; all of them (and None for the
         paths) when the state knows another salt, or nothing."""
-        files = None
-        if salt != self.salt or self.blobs is None:
+        if salt != self.salt:
             self.__init__()
             self.salt = salt
-        else:
-            files = {path for path, blob in blobs.items() if self.blobs.get(path) != blob}
-        changed = model.changed_errors(self.paths, self.blobs or {}, entries, blobs)
-        self.blobs = dict(blobs)
-        return changed, files
+        before = self.blobs
+        changed = self.since(entries, blobs)
+        if changed is None or before is None:
+            self.__init__()
+            self.salt, self.blobs = salt, dict(blobs)
+            return {entry.id for entry in entries}, None
+        return changed, {path for path, blob in blobs.items() if before.get(path) != blob}
 
     def codes_of(self, changed: set[str]) -> dict[str, str]:
         """The code fingerprints the last build's ledger gave the errors not `changed`: their
@@ -267,8 +263,7 @@ def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path, blobs: Mapp
     """`derive.related_errors`, with the ranking's state kept in the cache between builds: with
     the entries' `blobs` (path -> blob sha), only the errors an upstream change can have moved
     are ranked again (`derive.RelatedIndex`); the same result as ranking every error."""
-    path = entries_state_path(cache_dir, "related", derive.__file__)
-    state = read_cache(path, derive.RelatedIndex) or derive.RelatedIndex()
+    state = read_state(cache_dir, "related", derive.__file__, derive.RelatedIndex, derive.RelatedIndex)
     related = state.update(entries, blobs)
-    write_cache(path, state_bytes(state))
+    write_state(cache_dir, "related", derive.__file__, state)
     return related

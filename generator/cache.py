@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from generator.files import read_cache, state_bytes, write_cache
-from generator.model import Placeholder, Site, Template
+from generator.model import ErrorEntry, Placeholder, Site, Template, changed_errors
 
 
 class SiteCache:
@@ -131,6 +131,40 @@ def cached_values(
     if missing or len(used) != len(known):
         write_cache(path, state_bytes(used))
     return values
+
+
+class BlobState:
+    """The one pattern of the states a build keeps whole between builds (`articles.ArticleState`,
+    `derive.RelatedIndex`, `search.IndexState`): made from entries extracted from some blobs,
+    and brought up to date by taking out and putting in only the errors an upstream change can
+    have touched (`since`), which gives what a state made from scratch gives. Each is kept in
+    the cache under a digest of its code and of what makes the entries (`read_state`)."""
+
+    blobs: dict[str, str] | None = None
+    # By id, the paths of its sites, joined by NUL.
+    paths: dict[str, str]
+
+    def since(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> set[str] | None:
+        """The ids whose entries may differ from those the state was last brought up to date
+        with (`model.changed_errors`), the `entries` being extracted from `blobs` (path -> blob
+        sha), which the state takes in; None when either side's blobs are unknown: make the
+        state from scratch."""
+        changed = None
+        if blobs is not None and self.blobs is not None:
+            changed = changed_errors(self.paths, self.blobs, entries, blobs)
+        self.blobs = dict(blobs) if blobs is not None else None
+        return changed
+
+
+def read_state(cache_dir: Path, name: str, module: str, kind: type, make: Callable[[], object]) -> object:
+    """The `kind` state kept under `name` by the last build (`write_state`), or `make()` when
+    there is none, it is unreadable, or another version of `module` (or of the extractor or the
+    records) made it."""
+    return read_cache(entries_state_path(cache_dir, name, module), kind) or make()
+
+
+def write_state(cache_dir: Path, name: str, module: str, state: object) -> None:
+    write_cache(entries_state_path(cache_dir, name, module), state_bytes(state))
 
 
 def entries_state_path(cache_dir: Path, name: str, module: str) -> Path:

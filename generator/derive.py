@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 
 from generator import model
+from generator.cache import BlobState
 from generator.model import (
     Article,
     Curated,
@@ -362,7 +363,7 @@ def entry_names(entry: ErrorEntry) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-class RelatedIndex:
+class RelatedIndex(BlobState):
     """`related_errors` with what it was ranked from, kept between builds: given the blob shas
     the entries came from, an update works out features only for the errors of changed files
     (`model.changed_errors`), and ranks again only the errors that share a feature whose count
@@ -393,15 +394,13 @@ class RelatedIndex:
     def update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, tuple[str, ...]]:
         """Related ids by id for `entries`, extracted from `blobs` (path -> blob sha; None:
         rank everything again)."""
-        changed = None
-        if blobs is not None and self.blobs is not None:
-            changed = model.changed_errors(self.paths, self.blobs, entries, blobs)
+        changed = self.since(entries, blobs)
         scale = 1 << max(len(entries) - 1, 0).bit_length()
         if changed is None or scale != self.scale:
+            taken = self.blobs
             self.__init__(self.limit)
-            self.scale = scale
+            self.scale, self.blobs = scale, taken
             changed = {entry.id for entry in entries}
-        self.blobs = dict(blobs) if blobs is not None else None
         # By feature stepped: its count before, and the errors that took or lost it.
         self._was: dict[str, int] = {}
         self._moved: dict[str, set[str]] = {}

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
 from pathlib import Path
 
 from generator import api, audit, derive, render, workers
 from generator.articles import joined
-from generator.cache import code_digest, entries_state_path
+from generator.cache import code_digest, read_state, write_state
 from generator.files import read_cache, state_bytes, write_cache
 from generator.highlight import Excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord
@@ -158,10 +159,9 @@ def search_files(
 
     if cache_dir is None or blobs is None:
         return sorted(search.search_files(entries, repo).items())
-    path = entries_state_path(cache_dir, "search", search.__file__)
-    state = read_cache(path, search.IndexState)
-    if state is None or state.repo != repo:
+    state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
+    if state.repo != repo:
         state = search.IndexState(repo)
     files = state.update(entries, blobs)
-    write_cache(path, state_bytes(state))
+    write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())
