@@ -73,12 +73,13 @@ def assert_same_ranking(python_results, js_results, paste: str) -> None:
     assert [r["id"] for r in js_results] == [c.id for c in python_results], paste[:80]
     for mine, theirs in zip(python_results, js_results):
         assert theirs["score"] == pytest.approx(mine.score, abs=2e-6)
-        assert (theirs["title"], theirs["message"], theirs["exception"], theirs["kind"], theirs["where"]) == (
+        assert (theirs["title"], theirs["message"], theirs["exception"], theirs["kind"], theirs["where"], theirs["match"]) == (
             mine.title,
             mine.message,
             mine.exception,
             mine.kind,
             mine.where,
+            mine.match,
         )
 
 
@@ -112,7 +113,7 @@ def test_small_index_agrees(tmp_path: Path) -> None:
     for paste, js in zip(PASTES, out["lookups"]):
         assert_same_ranking(lookup(paste, index), js["results"], paste)
     for paste, js in zip(PASTES, out["pastes"]):
-        mine = asdict(parse_paste(paste))
+        mine = json.loads(json.dumps(asdict(parse_paste(paste))))
         assert js == mine
     assert out["buckets"] == [bucket(key, 1024) for key in KEYS]
     assert out["squashed"] == [squash(key) for key in KEYS]
