@@ -1,26 +1,36 @@
-"""Paste-to-find search: an error as a user saw it (message, log line or whole traceback) to the
-errors it most likely is.
+"""Paste-to-find search: an error as a user saw it (message, log line, JSON error body or whole
+traceback, whole or cut short) to the errors it most likely is.
+
+A paste is read first (`parse_paste`): log prefixes come off each line, and the error is read
+every way it may be held, each a reading: the traceback's last exception line, an exception's
+repr (asyncio's `exception=Cls('...')`), a JSON error body's `message`, the text after an HTTP
+wrapper, the lines of a log that look most like an error.
 
 Three signals, summed into one score:
 
 - **Template match.** Each message template is a matcher: its literal text must appear exactly
   (whitespace ignored), each placeholder matches any value. A match scores by the share of the
-  pasted message its literal text pins down, so the most specific template wins.
+  reading its literal text pins down, so the most specific template wins. A reading that stops
+  before the template ends (a paste cut short) matches its beginning, at a lower weight.
 - **Frame match.** In a traceback, the last frame inside the package (`.../sglang/srt/x.py`,
   line, function and source line) points at the raise or assert itself; this is how
-  message-less asserts and raises are found.
+  message-less asserts and raises are found. A frame whose file moved since the paste's
+  release is matched by its function's name and the raising statement.
 - **Word match.** BM25 over each error's words (message, exception, function, file, asserted
-  condition), the fallback for partial or edited pastes.
+  condition), the fallback for edited pastes.
+
+Then ranked in tiers: the error the traceback shows raised, then errors whose message or frame
+explains the paste and which are raised as the exception it names, then the rest by score.
 
 The index is a set of small JSON files under `search/` (see `search_files`): a manifest, token
 shards (templates and postings, bucketed by a hash of a word), entry shards (titles, bucketed by
-a hash of the error's id) and file shards (sites, bucketed by the last two path components).
-Every file names errors by id, never by position, so a new error changes only the shards its
-own words, id and files fall in, and a rebuild rewrites a handful of them. A lookup loads only
-the shards its words and frame need. `lookup` here and `templates/static/search.js` in the
-browser run the same steps on the same files, so they rank alike.
+a hash of the error's id), file shards (sites, bucketed by the last two path components) and
+function shards (sites, bucketed by their function's name and statement). Every file names errors by id,
+never by position, so a new error changes only the shards its own words, id, files and
+functions fall in, and a rebuild rewrites a handful of them. A lookup loads only the shards its
+words and frame need. `lookup` here and `templates/static/search.js` in the browser run the
+same steps on the same files, so they rank alike.
 """
-
 from __future__ import annotations
 
 import functools
@@ -106,6 +116,7 @@ _LOG_PREFIX = re.compile(
 _FRAME_LINE = re.compile(r'^[ \t]*File "([^"]+)", line (\d+)(?:, in (.+?))?[ \t]*$')
 _WARNING_LINE = re.compile(r"^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$")
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+_LEADING_NAME = re.compile(r"[A-Za-z0-9_.]*")
 _CARETS = re.compile(r"^[ \t]*[\^~]+[ \t]*$")
 
 
@@ -433,6 +444,7 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     parts = shown_parts(entry.template.parts)
     segments: list[str] = []
     anchors: list[str] = []
+    leading = 0
     for number, part in enumerate(parts):
         if isinstance(part, Placeholder):
             continue
@@ -440,13 +452,15 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
         if squashed:
             segments.append(squashed)
         anchors.extend(_safe_tokens(part, first=number == 0, last=number == len(parts) - 1))
+        if number == 0:
+            leading = len(anchors)
     if not segments:
         return None
     starts = isinstance(parts[0], str) and bool(squash(parts[0]))
     ends = isinstance(parts[-1], str) and bool(squash(parts[-1]))
     # A paste cut short still shows the message's first words: a template that starts with
     # text is found by those.
-    first = _safe_tokens(parts[0], first=True, last=len(parts) == 1)[:FIRST_ANCHORS] if starts else []
+    first = anchors[: min(leading, FIRST_ANCHORS)] if starts else []
     return _Matcher(tuple(segments), starts, ends, tuple(dict.fromkeys(first or anchors)))
 
 
@@ -684,20 +698,22 @@ class IndexState:
                     self.anchor_users.setdefault(word, set()).add(entry.id)
                 touched.anchors.update(anchors)
                 rows[entry.id] = _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+            # Rows written as `encode` writes them, from quoted strings: a site is two rows.
             by_path: dict[str, list[str]] = {}
+            by_name: dict[str, list[str]] = {}
+            quoted = _quote(entry.id)
             for site in entry.sites:
                 function = site.function.rsplit(".", 1)[-1]
-                by_path.setdefault(site.path, []).append(_json([entry.id, function, site.line, site.end_line, site_signature(site)]))
+                signature = site_signature(site)
+                by_path.setdefault(site.path, []).append(f"[{quoted},{_quote(function)},{site.line},{site.end_line},{_quote(signature)}]")
+                row = f"[{quoted},{_quote(site.path)},{_quote(signature)}]"
+                named = by_name.setdefault(statement_key(function or "<module>", signature), [])
+                if row not in named:
+                    named.append(row)
             for path, found in by_path.items():
                 number = bucket(path_key(path), FILE_BUCKETS)
                 self.sites[number].setdefault(path, {})[entry.id] = ",".join(found)
                 touched.files.add(number)
-            by_name: dict[str, list[str]] = {}
-            for site in entry.sites:
-                name = site.function.rsplit(".", 1)[-1] or "<module>"
-                row = _json([entry.id, site.path, site_signature(site)])
-                if row not in by_name.setdefault(name, []):
-                    by_name[name].append(row)
             for name, found in by_name.items():
                 number = bucket(name, FUNCTION_BUCKETS)
                 self.functions[number].setdefault(name, {})[entry.id] = ",".join(found)
@@ -947,6 +963,13 @@ def _statement_matches(source: str, signature: str) -> bool:
     return signature.startswith(source) and len(source) >= keyword + 4
 
 
+def statement_key(function: str, statement: str) -> str:
+    """What a function shard files a site under, and a frame is looked up by: the function's
+    name and the squashed statement's leading run of name characters (`raiseValueError`,
+    `assertx.y`, `warnings.warn`), which a printed source line and the site's signature share."""
+    return function + " " + _LEADING_NAME.match(statement).group()
+
+
 def signature_exception(signature: str) -> str | None:
     """The exception a site with this signature raises, where the signature says."""
     if signature.startswith("assert"):
@@ -1029,8 +1052,9 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
             if path_matches(frame.path, site_path):
                 for error_id, function, line, end_line, signature in shard[site_path]:
                     found(error_id, frame_score(frame, function, line, end_line, signature), signature)
-        if frame.function:
-            rows = index.piece(f"g/{bucket(frame.function, manifest['function_buckets'])}.json").get(frame.function, [])
+        if frame.function and frame.source:
+            key = statement_key(frame.function, squash(frame.source))
+            rows = index.piece(f"g/{bucket(key, manifest['function_buckets'])}.json").get(key, [])
             for error_id, site_path, signature in rows:
                 if not path_matches(frame.path, site_path):
                     found(error_id, moved_frame_score(frame, site_path, signature), signature)

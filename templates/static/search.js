@@ -39,6 +39,7 @@
   var FRAME_LINE = /^[ \t]*File "([^"]+)", line (\d+)(?:, in (.+?))?[ \t]*$/;
   var WARNING_LINE = /^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$/;
   var WORD_CHAR = /[A-Za-z0-9_]/;
+  var LEADING_NAME = /^[A-Za-z0-9_.]*/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
   // The index format this code reads (search/manifest.json "version"), as in search.py.
   var INDEX_VERSION = 4;
@@ -450,6 +451,10 @@
     return score;
   }
 
+  function statementKey(fn, statement) {
+    return fn + " " + LEADING_NAME.exec(statement)[0];
+  }
+
   function signatureException(signature) {
     if (signature.startsWith("assert")) return "AssertionError";
     if (signature.startsWith("raise") && signature.length > 5) return signature.slice(5);
@@ -484,7 +489,8 @@
     }).concat(["none"]));
     var frame = paste.frame;
     var framePiece = frame ? "f/" + bucket(pathKey(frame.path), manifest.file_buckets) + ".json" : null;
-    var functionPiece = frame && frame.function ? "g/" + bucket(frame.function, manifest.function_buckets) + ".json" : null;
+    var functionKey = frame && frame.function && frame.source ? statementKey(frame.function, squash(frame.source)) : null;
+    var functionPiece = functionKey ? "g/" + bucket(functionKey, manifest.function_buckets) + ".json" : null;
     var loading = names.map(function (name) {
       return index.piece("t/" + name + ".json");
     });
@@ -566,8 +572,8 @@
       });
     }
     var functionShard = await functionShardLoading;
-    if (functionShard && Object.prototype.hasOwnProperty.call(functionShard, frame.function)) {
-      functionShard[frame.function].forEach(function (site) {
+    if (functionShard && Object.prototype.hasOwnProperty.call(functionShard, functionKey)) {
+      functionShard[functionKey].forEach(function (site) {
         if (!pathMatches(frame.path, site[1])) found(site[0], movedFrameScore(frame, site[1], site[2]), site[2]);
       });
     }
@@ -680,6 +686,12 @@
       list.className = "search-results";
       results.forEach(function (result) {
         var item = document.createElement("li");
+        if (result.match === "beginning") {
+          var partial = document.createElement("span");
+          partial.className = "search-result-partial";
+          partial.textContent = "matches the beginning of ";
+          item.append(partial);
+        }
         var link = document.createElement("a");
         link.href = root + "errors/" + result.id + "/";
         link.textContent = result.title;
