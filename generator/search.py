@@ -25,11 +25,11 @@ explains the paste and which are raised as the exception it names, then the rest
 The index is a set of small JSON files under `search/` (see `search_files`): a manifest, token
 shards (templates and postings, bucketed by a hash of a word), entry shards (titles, bucketed by
 a hash of the error's id), file shards (sites, bucketed by the last two path components) and
-function shards (sites, bucketed by their function's name and statement). Every file names errors by id,
-never by position, so a new error changes only the shards its own words, id, files and
-functions fall in, and a rebuild rewrites a handful of them. A lookup loads only the shards its
-words and frame need. `lookup` here and `templates/static/search.js` in the browser run the
-same steps on the same files, so they rank alike.
+function shards (sites, bucketed by their function's name and statement). Every file names
+errors by id, never by position, so a new error changes only the shards its own words, id,
+files and functions fall in, and a rebuild rewrites a handful of them. A lookup loads only the
+shards its words and frame need. `lookup` here and `templates/static/search.js` in the browser
+run the same steps on the same files, so they rank alike.
 """
 from __future__ import annotations
 
