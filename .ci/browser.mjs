@@ -3,6 +3,8 @@
 //
 //   node .ci/browser.mjs axe SITE                  axe-core on one page of each kind, light and dark
 //   node .ci/browser.mjs search SITE PASTED.json   the home page's search box, each paste's page first
+//   node .ci/browser.mjs reports SITE REPORTS.json [MIN]
+//                                                  the share of real reports whose page comes first
 //   node .ci/browser.mjs redirect SITE OLD NEW     /errors/OLD/ lands on /errors/NEW/
 //
 // Each prints one line per problem naming the page (and the rule, paste or element), then a
@@ -112,6 +114,23 @@ async function axe(root) {
   });
 }
 
+// The first result's page for a paste typed into the home page's search box.
+async function firstResult(page, base, paste) {
+  await page.goto(base, { waitUntil: "load" });
+  await page.fill("#search-input", paste);
+  await page.click('#search-form [type="submit"]');
+  // Done when the results region holds a final list or a final sentence.
+  await page.waitForFunction(() => {
+    const out = document.getElementById("search-results");
+    const text = out.textContent;
+    return text && !text.includes("Searching") && !text.includes("still searching");
+  }, null, { timeout: 15000 });
+  return page.evaluate(() => {
+    const link = document.querySelector("#search-results a");
+    return link ? new URL(link.href).pathname : null;
+  });
+}
+
 async function search(root, pastedFile) {
   const cases = JSON.parse(readFileSync(pastedFile, "utf8"));
   await withBrowser(root, async (browser, base) => {
@@ -119,25 +138,36 @@ async function search(root, pastedFile) {
     let passed = 0;
     const failures = [];
     for (const [number, item] of cases.entries()) {
-      await page.goto(base, { waitUntil: "load" });
-      await page.fill("#search-input", item.paste);
-      await page.click('#search-form [type="submit"]');
-      // Done when the results region holds a final list or a final sentence.
-      await page.waitForFunction(() => {
-        const out = document.getElementById("search-results");
-        const text = out.textContent;
-        return text && !text.includes("Searching") && !text.includes("still searching");
-      }, null, { timeout: 15000 });
-      const first = await page.evaluate(() => {
-        const link = document.querySelector("#search-results a");
-        return link ? new URL(link.href).pathname : null;
-      });
+      const first = await firstResult(page, base, item.paste);
       const want = item.expect ? `/errors/${item.expect}/` : null;
       const label = `pasted.json[${number}] (${item.kind}) ${JSON.stringify(item.paste.slice(0, 70))}`;
       if (first === want) passed += 1;
       else failures.push(`search: ${label}: first result ${first ?? "none"}, expected ${want ?? "none"}`);
     }
     finish(passed, failures);
+  });
+}
+
+// The real-report set (tests/data/real_reports.json): each labelled report's page first, as a
+// share; reports SGLang no longer raises (no `expect`) are left out. Every miss is listed;
+// fails when the share is below MIN (default 0).
+async function reports(root, reportsFile, min = "0") {
+  const cases = JSON.parse(readFileSync(reportsFile, "utf8"));
+  await withBrowser(root, async (browser, base) => {
+    const page = await browser.newPage();
+    let passed = 0, labelled = 0;
+    const misses = [];
+    for (const [number, item] of cases.entries()) {
+      if (!item.expect) continue;
+      labelled += 1;
+      const first = await firstResult(page, base, item.paste);
+      if (first === `/errors/${item.expect}/`) passed += 1;
+      else misses.push(`reports: real_reports.json[${number}] ${item.url} ${JSON.stringify(item.paste.slice(0, 70))}: first result ${first ?? "none"}, expected /errors/${item.expect}/`);
+    }
+    for (const line of misses) console.log(line);
+    const share = labelled ? passed / labelled : 1;
+    console.log(`reports: ${passed} of ${labelled} labelled reports first (${(100 * share).toFixed(1)}%), ${misses.length} missed`);
+    process.exit(share >= Number(min) ? 0 : 1);
   });
 }
 
@@ -158,9 +188,9 @@ async function redirect(root, oldId, newId) {
 }
 
 const [mode, ...rest] = process.argv.slice(2);
-const modes = { axe, search, redirect };
+const modes = { axe, search, reports, redirect };
 if (!modes[mode]) {
-  console.error("usage: node .ci/browser.mjs axe SITE | search SITE PASTED.json | redirect SITE OLD NEW");
+  console.error("usage: node .ci/browser.mjs axe SITE | search SITE PASTED.json | reports SITE REPORTS.json [MIN] | redirect SITE OLD NEW");
   process.exit(2);
 }
 await modes[mode](...rest);

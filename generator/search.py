@@ -1,26 +1,36 @@
-"""Paste-to-find search: an error as a user saw it (message, log line or whole traceback) to the
-errors it most likely is.
+"""Paste-to-find search: an error as a user saw it (message, log line, JSON error body or whole
+traceback, whole or cut short) to the errors it most likely is.
+
+A paste is read first (`parse_paste`): log prefixes come off each line, and the error is read
+every way it may be held, each a reading: the traceback's last exception line, an exception's
+repr (asyncio's `exception=Cls('...')`), a JSON error body's `message`, the text after an HTTP
+wrapper, the lines of a log that look most like an error.
 
 Three signals, summed into one score:
 
 - **Template match.** Each message template is a matcher: its literal text must appear exactly
   (whitespace ignored), each placeholder matches any value. A match scores by the share of the
-  pasted message its literal text pins down, so the most specific template wins.
+  reading its literal text pins down, so the most specific template wins. A reading that stops
+  before the template ends (a paste cut short) matches its beginning, at a lower weight.
 - **Frame match.** In a traceback, the last frame inside the package (`.../sglang/srt/x.py`,
   line, function and source line) points at the raise or assert itself; this is how
-  message-less asserts and raises are found.
+  message-less asserts and raises are found. A frame whose file moved since the paste's
+  release is matched by its function's name and the raising statement.
 - **Word match.** BM25 over each error's words (message, exception, function, file, asserted
-  condition), the fallback for partial or edited pastes.
+  condition), the fallback for edited pastes.
+
+Then ranked in tiers: the error the traceback shows raised, then errors whose message or frame
+explains the paste and which are raised as the exception it names, then the rest by score.
 
 The index is a set of small JSON files under `search/` (see `search_files`): a manifest, token
 shards (templates and postings, bucketed by a hash of a word), entry shards (titles, bucketed by
-a hash of the error's id) and file shards (sites, bucketed by the last two path components).
-Every file names errors by id, never by position, so a new error changes only the shards its
-own words, id and files fall in, and a rebuild rewrites a handful of them. A lookup loads only
-the shards its words and frame need. `lookup` here and `templates/static/search.js` in the
-browser run the same steps on the same files, so they rank alike.
+a hash of the error's id), file shards (sites, bucketed by the last two path components) and
+function shards (sites, bucketed by their function's name and statement). Every file names
+errors by id, never by position, so a new error changes only the shards its own words, id,
+files and functions fall in, and a rebuild rewrites a handful of them. A lookup loads only the
+shards its words and frame need. `lookup` here and `templates/static/search.js` in the browser
+run the same steps on the same files, so they rank alike.
 """
-
 from __future__ import annotations
 
 import functools
@@ -36,10 +46,11 @@ from generator.errors import ErrorkbError
 from generator import model
 from generator.model import ErrorEntry, Placeholder, Site
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 INDEX_DIR = "search"
 TOKEN_BUCKETS = 2048
 FILE_BUCKETS = 128
+FUNCTION_BUCKETS = 512
 ENTRY_BUCKETS = 2048
 # Words in more than this share of errors carry almost no evidence; leaving their postings out
 # keeps every token shard small.
@@ -48,6 +59,10 @@ K1, B = 1.2, 0.75
 # A pasted log can be long; the error is at its end, and its message has fewer words than this.
 MAX_PASTE = 20_000
 MAX_WORDS = 80
+# A log is read from the lines that look most like an error, at most this many; a match on one
+# of them counts this much when the paste names its own error too.
+LOG_LINES = 6
+LOG_WEIGHT = 0.9
 WORD_CANDIDATES = 50
 # Results scoring below this are noise (a shared common word or two), not an answer.
 MIN_SCORE = 0.4
@@ -60,6 +75,12 @@ CONFIDENT_LITERAL = 20
 CONFIDENT_START = 8
 # Bonus for a template raised as the exception the paste names.
 NAMED_EXCEPTION = 0.3
+# What a share of the paste pinned down counts when the paste is only a message's beginning.
+PARTIAL = 0.8
+# The fewest literal characters a beginning pins down to count (`res=` of `{res=}, ...`).
+SHORT_START = 4
+# A template that starts with text is filed under the rarest of its first this many words.
+FIRST_ANCHORS = 3
 
 # The same whitespace as search.js, so both strip the same characters.
 _SPACE_CHARS = " \t\n\r\f\v\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -67,11 +88,35 @@ _SPACE = re.compile(f"[{_SPACE_CHARS}]+")
 _TOKEN = re.compile(r"[a-z0-9]+")
 _EXCEPTION = r"((?:[A-Za-z_][A-Za-z0-9_.]*)?(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))"
 _EXCEPTION_LINE = re.compile(r"^[ \t]*" + _EXCEPTION + r"(?::[ \t]?(.*))?$")
-# A log line that names the exception after a prefix: `[2026-01-01 TP0] ... RuntimeError: ...`.
-_EXCEPTION_INSIDE = re.compile(r"(?:^|[ \t\]])" + _EXCEPTION + r":[ \t](.*)$")
+# A line that names the exception after other text: `worker hit: RuntimeError: boom`, and an
+# exception printed by its own `__str__` (`KVTransferError(bootstrap_room=1): boom`).
+_NAMED_INSIDE = re.compile(r"(?:^|[ \t\]>(])" + _EXCEPTION + r"(?:\([^()]*\))?:[ \t](.*)$")
+# An exception's repr, as asyncio prints a task's: `exception=ValueError('...')`.
+_REPR = re.compile(r"(?:^|[^A-Za-z0-9_.])" + _EXCEPTION + r"""\((['"])((?:\\.|(?!\2)[^\\])*)(?:\2\)|$)""")
+# A JSON error body's message, or a Python dict's (`{'message': "..."}`), maybe cut short.
+_BODY_FIELD = re.compile(r"""(["'])(?:message|detail|msg)\1[ \t]*:[ \t]*(["'])((?:\\.|(?!\2)[^\\])*)(?:\2|$)""")
+# What an HTTP client puts before a server's message.
+_HTTP_WRAPPER = re.compile(r"(?:^|[ \t:])(?:Bad Request|Internal Server Error|Unprocessable Entity|Service Unavailable|HTTP(?:/[0-9.]+)?[ \t]?[0-9]{3}(?:[ \t][A-Z][a-z]+)*|Error code:[ \t]?[0-9]{3})[ \t]*[:-][ \t]*")
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[^u])")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+# The words of a log line that reports an error.
+_ERRORISH = re.compile(r"error|fail|exception|invalid|cannot|can't|unable|unsupported|not supported|out of memory|abort|mismatch|not found|must(?![A-Za-z0-9_])|timed out|killed|leak", re.IGNORECASE)
+# What loggers put before a message: docker-compose's `name  | `, ray's `(Worker pid=1) `,
+# SGLang's `[2026-01-01 10:00:00 TP0] `, torch's `[rank0]: `, xoscar's `[address=..., pid=1] `,
+# a timestamp and logger fields, a level.
+_LOG_PREFIX = re.compile(
+    r"[A-Za-z0-9_.-]+ +\| ?"
+    r"|\([A-Za-z0-9_]* ?pid=[0-9]+[^)]*\) ?"
+    r"|\[[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][^\]]*\] ?"
+    r"|\[(?:rank|TP|DP|PP|EP)[0-9]+[^\]]*\]:? ?"
+    r"|\[[A-Za-z_]+=[^\]]*\] ?"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?Z? +(?:[A-Za-z_][A-Za-z0-9_.]* +[0-9]+ +)?"
+    r"|(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)(?::? +|:$)"
+)
 _FRAME_LINE = re.compile(r'^[ \t]*File "([^"]+)", line (\d+)(?:, in (.+?))?[ \t]*$')
 _WARNING_LINE = re.compile(r"^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$")
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+_LEADING_NAME = re.compile(r"[A-Za-z0-9_.]*")
 _CARETS = re.compile(r"^[ \t]*[\^~]+[ \t]*$")
 
 
@@ -79,7 +124,8 @@ _CARETS = re.compile(r"^[ \t]*[\^~]+[ \t]*$")
 class Candidate:
     """One error a paste may be: its id, title (`message` when it has literal text, else what
     it checks), exception, kind, where it is first raised (`file.py in function`, which tells
-    apart asserts of the same condition), and the score it ranked by (higher is better)."""
+    apart asserts of the same condition), the score it ranked by (higher is better) and how
+    the paste matched it."""
 
     id: str
     title: str
@@ -88,6 +134,9 @@ class Candidate:
     kind: str
     where: str
     score: float
+    # How the paste matched it: `message` (the template, values filled in), `beginning` (the
+    # paste is the message's beginning), `traceback` (the frame), `words`.
+    match: str = "words"
 
     @property
     def page(self) -> str:
@@ -106,15 +155,26 @@ class Frame:
 
 
 @dataclass(frozen=True, slots=True)
+class Reading:
+    """One way to read the error out of a paste: its message, the exception it names (None
+    when unknown, or only an HTTP client's), and how much a match on it counts: 1 for the
+    paste's own error, less for a line picked out of a log around it."""
+
+    text: str
+    exception: str | None
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
 class Paste:
-    """What a lookup reads from a paste: the error message, the exception name if shown, and
-    the last frame inside the package if the paste is a traceback or a warning line. `whole`
-    is the full text when the exception was found after a log prefix, in case it was not."""
+    """What a lookup reads from a paste: the error message and the exception name if shown
+    (what its words are searched on), the last frame inside the package if the paste is a
+    traceback or a warning line, and every reading of the error templates are matched on."""
 
     message: str
     exception: str | None
     frame: Frame | None
-    whole: str = ""
+    readings: tuple[Reading, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +198,7 @@ def tokens(text: str) -> list[str]:
 
 def units(text: str) -> int:
     """Length in UTF-16 code units, the length JavaScript sees."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -170,16 +230,21 @@ def path_matches(frame_path: str, site_path: str) -> bool:
 
 
 def parse_paste(text: str) -> Paste:
-    """The message, exception and last package frame of a pasted error or traceback.
+    """What a paste says: the error it reports, read every way a user's paste may hold it.
 
-    A traceback's message is its last exception line (`ValueError: ...`) and what follows it;
-    a warning line (`x.py:12: UserWarning: ...`) gives its file as the frame; anything else is
-    taken as the message itself, with a leading `SomeError: ` split off.
+    Log prefixes are taken off each line first (timestamps, `[... TP0]`, `[rank0]:`, levels,
+    docker-compose's `name  |`, ray's `(Worker pid=1)`). A traceback's error is its last
+    exception line (`ValueError: ...`) and what follows it, or a warning line
+    (`x.py:12: UserWarning: ...`) with its file as the frame; the last frame inside the package
+    is the frame. Then more readings: an exception's repr (asyncio's `exception=Cls('...')`),
+    the `message` or `detail` of a JSON error body, the text after an HTTP wrapper
+    (`Bad Request:`, `Error code: 400 -`), and the lines of a log that look most like an error,
+    ranked. Lines inside a chained traceback (its causes) are not read: the error is the last.
     """
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = [_unprefixed(line) for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     frames: list[Frame] = []
     index = 0
-    last_frame_end = -1
+    first_frame = last_frame_end = -1
     while index < len(lines):
         found = _FRAME_LINE.match(lines[index])
         if found:
@@ -193,47 +258,147 @@ def parse_paste(text: str) -> Paste:
             while end + 1 < len(lines) and _CARETS.match(lines[end + 1]):
                 end += 1
             frames.append(Frame(found.group(1), int(found.group(2)), found.group(3) or "", source))
+            if first_frame < 0:
+                first_frame = index
             last_frame_end = end
             index = end + 1
             continue
         index += 1
     frame = next((f for f in reversed(frames) if _in_package(f.path)), None)
     rest = lines[last_frame_end + 1 :] if frames else lines
+    before = lines[:first_frame] if frames else []
+    readings: list[Reading] = []
+    message, exception = "", None
     for number, line in enumerate(rest):
         warning = _WARNING_LINE.match(trim(line))
         if warning:
             source = trim(rest[number + 1]) if number + 1 < len(rest) else ""
-            warning_frame = Frame(warning.group(1), int(warning.group(2)), "", source)
-            return Paste(trim(warning.group(4)), warning.group(3), frame or warning_frame)
-    for number, line in enumerate(rest):
-        found = _EXCEPTION_LINE.match(line)
-        if found:
-            message = trim("\n".join([found.group(2) or "", *rest[number + 1 :]]))
-            return Paste(message, found.group(1).rsplit(".", 1)[-1], frame)
-    whole = trim("\n".join(rest))
-    for number, line in enumerate(rest):
-        found = _EXCEPTION_INSIDE.search(line)
-        if found:
-            message = trim("\n".join([found.group(2), *rest[number + 1 :]]))
-            return Paste(message, found.group(1).rsplit(".", 1)[-1], frame, whole)
-    return Paste(whole, None, frame)
+            frame = frame or Frame(warning.group(1), int(warning.group(2)), "", source)
+            message, exception = trim(warning.group(4)), warning.group(3)
+            break
+    else:
+        for number, line in enumerate(rest):
+            found = _EXCEPTION_LINE.match(line)
+            if found:
+                message = trim("\n".join([found.group(2) or "", *rest[number + 1 :]]))
+                exception = _class_name(found.group(1))
+                break
+    if exception is not None:
+        readings.extend(_unwrapped(message, exception, 1.0))
+    for line in _error_lines(before + rest):
+        readings.extend(_unwrapped(line, None, 1.0 if exception is None else LOG_WEIGHT))
+    readings = list(dict.fromkeys(readings))
+    if exception is None:
+        # No exception line: the message is the error line found first (a log line or the
+        # whole paste, unwrapped), and its exception if it names one.
+        first = next((r for r in readings if r.text), None)
+        if first is not None:
+            message, exception = first.text, first.exception
+        else:
+            message = trim("\n".join(rest))
+            if message:
+                readings.append(Reading(message, None, 1.0))
+    elif not message:
+        # An exception line without a message (asyncio's CancelledError under a task that
+        # failed): the message is that of an exception named in the log around it, if any.
+        first = next((r for r in readings if r.text and r.exception), None)
+        if first is not None:
+            message, exception = first.text, first.exception
+    return Paste(message, exception, frame, tuple(readings))
+
+
+def _unprefixed(line: str) -> str:
+    """A log line without the prefixes loggers put before the message, indentation kept."""
+    for _ in range(6):
+        found = _LOG_PREFIX.match(line)
+        if not found or not found.group():
+            return line
+        line = line[found.end() :]
+    return line
+
+
+def _error_lines(lines: list[str]) -> list[str]:
+    """The lines of a log that look most like an error, best first (at most `LOG_LINES`): one
+    naming an exception (`Cls: ...`, `Cls('...')`, `Cls(...): ...`), then one with an error's
+    words, the later first; each with the lines that continue it (indented or not a new record)."""
+    ranked = []
+    for number, line in enumerate(lines):
+        text = trim(line)
+        if not text or text.startswith("Traceback (most recent call last)") or _CARETS.match(line):
+            continue
+        rank = 2 if _NAMED_INSIDE.search(text) or _REPR.search(text) else 1 if _ERRORISH.search(text) else 0
+        if rank:
+            ranked.append((-rank, -number, text))
+    ranked.sort()
+    return [text for _rank, _number, text in ranked[:LOG_LINES]]
+
+
+def _unwrapped(text: str, exception: str | None, weight: float) -> list[Reading]:
+    """The readings of one error line: as it is, then the message inside a wrapper. A named
+    exception inside the line (`... RuntimeError: boom`) gives `boom` with its class; an
+    exception's repr gives its text and class; a JSON error body or an HTTP wrapper gives the
+    message with no class (an HTTP client's `BadRequestError` says nothing of what was raised)."""
+    text = trim(text)
+    readings = []
+    for found in _REPR.finditer(text):
+        readings.append(Reading(trim(_unescape(found.group(3))), _class_name(found.group(1)), weight))
+    for found in _BODY_FIELD.finditer(text):
+        readings.append(Reading(trim(_unescape(found.group(3))), None, weight))
+    if not readings:
+        wrapped = _HTTP_WRAPPER.search(text)
+        if wrapped:
+            readings.append(Reading(trim(text[wrapped.end() :]), None, weight))
+    if exception is None:
+        named = _NAMED_INSIDE.search(text)
+        if named:
+            readings.append(Reading(trim(named.group(2)), _class_name(named.group(1)), weight))
+    readings.append(Reading(text, exception, weight))
+    return [reading for reading in readings if reading.text or reading.exception]
+
+
+def _class_name(printed: str) -> str | None:
+    """The class of a printed exception name (`asyncio.exceptions.CancelledError`), None for a
+    bare `Error`, which is a logger's word, not a class."""
+    name = printed.rsplit(".", 1)[-1]
+    return None if name == "Error" else name
+
+
+def _unescape(text: str) -> str:
+    """A quoted string's escapes (JSON's and Python's) decoded."""
+    return _ESCAPE.sub(lambda found: _ESCAPES.get(found.group(1), found.group(1)) if found.group(1)[0] != "u" else chr(int(found.group(1)[1:], 16)), text)
 
 
 def _in_package(path: str) -> bool:
     return "/sglang/" in "/" + path.replace("\\", "/")
 
 
+def forms_of(paste: Paste) -> list[tuple[str, str | None, float]]:
+    """The squashed texts to match templates against, each with the exception it names and the
+    weight of a match on it: every reading, and a KeyError's message (printed quoted) also
+    unquoted."""
+    readings = paste.readings or (Reading(paste.message, paste.exception, 1.0),)
+    forms = []
+    for reading in readings:
+        text = squash(reading.text)
+        if not text:
+            continue
+        forms.append((text, reading.exception, reading.weight))
+        if reading.exception == "KeyError" and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            forms.append((text[1:-1], reading.exception, reading.weight))
+    return list(dict.fromkeys(forms))
+
+
 def messages_of(paste: Paste) -> list[str]:
-    """The squashed forms of the message to match templates against: as printed, for a
-    KeyError (whose message prints quoted) also unquoted, and the whole line when the exception
-    name was found after a prefix."""
-    message = squash(paste.message)
-    forms = [message] if message else []
-    if paste.exception == "KeyError" and len(message) >= 2 and message[0] == message[-1] and message[0] in "'\"":
-        forms.append(message[1:-1])
-    if paste.whole:
-        forms.append(squash(paste.whole))
-    return forms
+    """The squashed texts a paste's templates are matched on (`forms_of` without the rest)."""
+    return list(dict.fromkeys(form for form, _exception, _weight in forms_of(paste)))
+
+
+def exceptions_of(paste: Paste) -> set[str]:
+    """The exception classes a paste names, in any of its readings."""
+    named = {reading.exception for reading in paste.readings if reading.exception}
+    if paste.exception:
+        named.add(paste.exception)
+    return named
 
 
 def query_tokens(paste: Paste) -> list[str]:
@@ -246,6 +411,15 @@ def query_tokens(paste: Paste) -> list[str]:
     return list(dict.fromkeys(tokens(text)))[:MAX_WORDS]
 
 
+def shard_tokens(paste: Paste, words: list[str]) -> list[str]:
+    """The words whose token shards a lookup reads templates from: the query's, then those of
+    the paste's other readings (a template lies in the shard of its rarest anchor word)."""
+    found = list(words)
+    for reading in paste.readings:
+        found.extend(tokens(reading.text))
+    return list(dict.fromkeys(found))[:MAX_WORDS]
+
+
 # ---------------------------------------------------------------------------------------------
 # Building the index.
 
@@ -254,7 +428,8 @@ def query_tokens(paste: Paste) -> list[str]:
 class _Matcher:
     """A template as the index stores it: squashed literal segments in order, and whether the
     template starts and ends with literal text (else any value may come before or after), and
-    the words a paste of it always shows whole (`anchors`; the rarest picks its shard)."""
+    the words a paste of it always shows whole (`anchors`; the rarest picks its shard): those
+    of its first words, when it starts with text, so that its beginning alone finds it."""
 
     segments: tuple[str, ...]
     starts: bool
@@ -269,6 +444,7 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     parts = shown_parts(entry.template.parts)
     segments: list[str] = []
     anchors: list[str] = []
+    leading = 0
     for number, part in enumerate(parts):
         if isinstance(part, Placeholder):
             continue
@@ -276,11 +452,16 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
         if squashed:
             segments.append(squashed)
         anchors.extend(_safe_tokens(part, first=number == 0, last=number == len(parts) - 1))
+        if number == 0:
+            leading = len(anchors)
     if not segments:
         return None
     starts = isinstance(parts[0], str) and bool(squash(parts[0]))
     ends = isinstance(parts[-1], str) and bool(squash(parts[-1]))
-    return _Matcher(tuple(segments), starts, ends, tuple(dict.fromkeys(anchors)))
+    # A paste cut short still shows the message's first words: a template that starts with
+    # text is found by those.
+    first = anchors[: min(leading, FIRST_ANCHORS)] if starts else []
+    return _Matcher(tuple(segments), starts, ends, tuple(dict.fromkeys(first or anchors)))
 
 
 def shown_parts(parts: tuple) -> list:
@@ -398,6 +579,8 @@ class IndexState:
         # letters and digits, so they are joined by spaces. And id -> its paths, joined by NUL.
         self.docs: dict[str, tuple[str, int, str | None]] = {}
         self.paths: dict[str, str] = {}
+        # id -> the names of the functions its sites are in, joined by NUL.
+        self.names: dict[str, str] = {}
         self.total = 0
         self.average = 1.0
         self.stop = 0
@@ -414,6 +597,7 @@ class IndexState:
         # `"id":row` for titles.
         self.templates: list[dict[str, str]] = [{} for _ in range(TOKEN_BUCKETS + 1)]
         self.sites: list[dict[str, dict[str, str]]] = [{} for _ in range(FILE_BUCKETS)]
+        self.functions: list[dict[str, dict[str, str]]] = [{} for _ in range(FUNCTION_BUCKETS)]
         self.titles: list[dict[str, str]] = [{} for _ in range(ENTRY_BUCKETS)]
         self.files: dict[str, bytes] = {}
 
@@ -456,6 +640,7 @@ class IndexState:
         self._close()
         touched.tokens.update(range(TOKEN_BUCKETS + 1))
         touched.files.update(range(FILE_BUCKETS))
+        touched.functions.update(range(FUNCTION_BUCKETS))
         touched.titles.update(range(ENTRY_BUCKETS))
         return self._encode(len(ordered), touched)
 
@@ -481,6 +666,13 @@ class IndexState:
             if not rows:
                 del self.sites[number][path]
             touched.files.add(number)
+        for name in self.names.pop(error).split("\0"):
+            number = bucket(name, FUNCTION_BUCKETS)
+            rows = self.functions[number][name]
+            del rows[error]
+            if not rows:
+                del self.functions[number][name]
+            touched.functions.add(number)
         number = bucket(error, ENTRY_BUCKETS)
         del self.titles[number][error]
         touched.titles.add(number)
@@ -506,14 +698,27 @@ class IndexState:
                     self.anchor_users.setdefault(word, set()).add(entry.id)
                 touched.anchors.update(anchors)
                 rows[entry.id] = _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+            # Rows written as `encode` writes them, from quoted strings: a site is two rows.
             by_path: dict[str, list[str]] = {}
+            by_name: dict[str, list[str]] = {}
+            quoted = _quote(entry.id)
             for site in entry.sites:
                 function = site.function.rsplit(".", 1)[-1]
-                by_path.setdefault(site.path, []).append(_json([entry.id, function, site.line, site.end_line, site_signature(site)]))
+                signature = site_signature(site)
+                by_path.setdefault(site.path, []).append(f"[{quoted},{_quote(function)},{site.line},{site.end_line},{_quote(signature)}]")
+                row = f"[{quoted},{_quote(site.path)},{_quote(signature)}]"
+                named = by_name.setdefault(statement_key(function or "<module>", signature), [])
+                if row not in named:
+                    named.append(row)
             for path, found in by_path.items():
                 number = bucket(path_key(path), FILE_BUCKETS)
                 self.sites[number].setdefault(path, {})[entry.id] = ",".join(found)
                 touched.files.add(number)
+            for name, found in by_name.items():
+                number = bucket(name, FUNCTION_BUCKETS)
+                self.functions[number].setdefault(name, {})[entry.id] = ",".join(found)
+                touched.functions.add(number)
+            self.names[entry.id] = "\0".join(by_name)
             number = bucket(entry.id, ENTRY_BUCKETS)
             title = [entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)]
             self.titles[number][entry.id] = f"{_quote(entry.id)}:{_json(title)}"
@@ -581,6 +786,10 @@ class IndexState:
             shard = self.sites[number]
             paths = (f"{_quote(path)}:[{','.join(rows[e] for e in sorted(rows))}]" for path, rows in sorted(shard.items()))
             self.files[f"{INDEX_DIR}/f/{number}.json"] = f"{{{','.join(paths)}}}\n".encode()
+        for number in touched.functions:
+            shard = self.functions[number]
+            names = (f"{_quote(name)}:[{','.join(rows[e] for e in sorted(rows))}]" for name, rows in sorted(shard.items()))
+            self.files[f"{INDEX_DIR}/g/{number}.json"] = f"{{{','.join(names)}}}\n".encode()
         for number in touched.titles:
             titles = self.titles[number]
             self.files[f"{INDEX_DIR}/e/{number}.json"] = f"{{{','.join(titles[e] for e in sorted(titles))}}}\n".encode()
@@ -591,6 +800,9 @@ class IndexState:
                 "entries": count,
                 "token_buckets": TOKEN_BUCKETS,
                 "file_buckets": FILE_BUCKETS,
+                "function_buckets": FUNCTION_BUCKETS,
+                "partial": PARTIAL,
+                "short_start": SHORT_START,
                 "entry_buckets": ENTRY_BUCKETS,
                 "k1": K1,
                 "b": B,
@@ -607,13 +819,14 @@ class IndexState:
 
 class _Touched:
     """What an update changed: words whose postings changed, anchors whose counts changed, and
-    the token, file and entry shards to encode again."""
+    the token, file, function and entry shards to encode again."""
 
     def __init__(self) -> None:
         self.words: set[str] = set()
         self.anchors: set[str] = set()
         self.tokens: set[int] = set()
         self.files: set[int] = set()
+        self.functions: set[int] = set()
         self.titles: set[int] = set()
 
 
@@ -720,10 +933,25 @@ def frame_score(frame: Frame, function: str, line: int, end_line: int, signature
     return score
 
 
+def moved_frame_score(frame: Frame, path: str, signature: str) -> float:
+    """How surely a traceback frame is a site of the same function in another file (the file
+    moved or was renamed since the paste's release): the function 0.2, the printed source line
+    is the site's statement 0.8, plus 0.1 when one file name ends with the other."""
+    score = 0.2
+    source = squash(frame.source)
+    if source and signature and _statement_matches(source, signature):
+        score += 0.8
+    mine = frame.path.replace("\\", "/").rsplit("/", 1)[-1]
+    theirs = path.rsplit("/", 1)[-1]
+    if mine.endswith(theirs) or theirs.endswith(mine):
+        score += 0.1
+    return score
+
+
 def _statement_matches(source: str, signature: str) -> bool:
     """A printed source line starts the site's statement: equal, the signature followed by
-    what ends a condition or an exception name, or (a statement over several lines) a long
-    enough prefix of it."""
+    what ends a condition or an exception name, or (a statement over several lines, or a
+    paste cut short) a prefix of it that goes past the keyword."""
     if source == signature:
         return True
     if source.startswith(signature):
@@ -731,7 +959,24 @@ def _statement_matches(source: str, signature: str) -> bool:
         if signature.startswith("assert"):
             return following == ","
         return not _WORD_CHAR.match(following)
-    return signature.startswith(source) and len(source) >= 10
+    keyword = 6 if signature.startswith("assert") else 5
+    return signature.startswith(source) and len(source) >= keyword + 4
+
+
+def statement_key(function: str, statement: str) -> str:
+    """What a function shard files a site under, and a frame is looked up by: the function's
+    name and the squashed statement's leading run of name characters (`raiseValueError`,
+    `assertx.y`, `warnings.warn`), which a printed source line and the site's signature share."""
+    return function + " " + _LEADING_NAME.match(statement).group()
+
+
+def signature_exception(signature: str) -> str | None:
+    """The exception a site with this signature raises, where the signature says."""
+    if signature.startswith("assert"):
+        return "AssertionError"
+    if signature.startswith("raise") and len(signature) > 5:
+        return signature[5:]
+    return None
 
 
 def lookup(text: str, index: SearchIndex, limit: int = 10) -> list[Candidate]:
@@ -741,21 +986,29 @@ def lookup(text: str, index: SearchIndex, limit: int = 10) -> list[Candidate]:
 
 
 def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Candidate]:
-    """`lookup` on a paste already read: evidence from templates, the frame and words, summed."""
+    """`lookup` on a paste already read: evidence from templates, the frame and words, summed.
+
+    Then ranked in tiers: first an error the traceback shows raised (its raising frame is the
+    site's function and statement), then those explained by their message or frame and raised
+    as an exception the paste names (or names none), then the rest, each tier by score.
+    """
     manifest = index.manifest
     words = query_tokens(paste)
-    forms = messages_of(paste)
+    forms = forms_of(paste)
+    named = exceptions_of(paste)
     evidence: dict[str, list[float]] = {}  # error id: [template, frame, word]
+    matched_how: dict[str, str] = {}  # error id: "message" or "beginning"
+    class_fits: dict[str, bool] = {}  # error id: its exception is the one the paste names
 
-    for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in words), "none"]):
+    for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in shard_tokens(paste, words)), "none"]):
         for error_id, exception, _title, segments, starts, ends in index.piece(f"t/{name}.json")["templates"]:
-            value = template_score(forms, segments, bool(starts), bool(ends), manifest)
+            value, how, form_exception = template_score(forms, segments, bool(starts), bool(ends), exception, manifest)
             if value > 0:
-                # The same text raised as two exceptions: the one the paste names first.
-                if paste.exception and exception == paste.exception:
-                    value += manifest["named_exception"]
                 slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
-                slot[0] = max(slot[0], value)
+                if value > slot[0]:
+                    slot[0] = value
+                    matched_how[error_id] = how
+                    class_fits[error_id] = form_exception is None or exception is None or form_exception == exception
 
     # Words: BM25, normalised by the weight of the query's known words so 1.0 is "all of them".
     totals: dict[str, float] = {}
@@ -779,53 +1032,120 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         if matched[error_id] >= 2:
             evidence.setdefault(error_id, [0.0, 0.0, 0.0])
 
-    # The traceback's frame: sites in the same file, by function, statement and line.
+    # The traceback's frame: sites in the same file, by function, statement and line; then
+    # sites of a function of that name in other files, by statement.
     frame = paste.frame
+    raised: set[str] = set()
     if frame is not None:
+
+        def found(error_id: str, value: float, signature: str) -> None:
+            if value >= 0.9 or error_id in evidence:
+                slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
+                slot[1] = max(slot[1], value)
+            if value >= 1.0:
+                exception = signature_exception(signature)
+                if not named or exception is None or exception in named:
+                    raised.add(error_id)
+
         shard = index.piece(f"f/{bucket(path_key(frame.path), manifest['file_buckets'])}.json")
         for site_path in sorted(shard):
-            if not path_matches(frame.path, site_path):
-                continue
-            for error_id, function, line, end_line, signature in shard[site_path]:
-                value = frame_score(frame, function, line, end_line, signature)
-                if value >= 0.9 or error_id in evidence:
-                    slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
-                    slot[1] = max(slot[1], value)
+            if path_matches(frame.path, site_path):
+                for error_id, function, line, end_line, signature in shard[site_path]:
+                    found(error_id, frame_score(frame, function, line, end_line, signature), signature)
+        if frame.function and frame.source:
+            key = statement_key(frame.function, squash(frame.source))
+            rows = index.piece(f"g/{bucket(key, manifest['function_buckets'])}.json").get(key, [])
+            for error_id, site_path, signature in rows:
+                if not path_matches(frame.path, site_path):
+                    found(error_id, moved_frame_score(frame, site_path, signature), signature)
 
     results = []
     for error_id, (template, frame_value, _) in evidence.items():
         word = min(1.0, totals.get(error_id, 0.0) / known_weight) if known_weight else 0.0
         score = round(template + frame_value + word, 6)
         if score >= manifest["min_score"]:
-            results.append((score, error_id))
-    results.sort(key=lambda item: (-item[0], item[1]))
+            fits = (template >= 1.0 and class_fits[error_id]) or error_id in raised
+            results.append((error_id not in raised, not fits, -score, error_id, score))
+    results.sort()
     candidates = []
-    for score, error_id in results[:limit]:
+    for _raised, _fits, _negative, error_id, score in results[:limit]:
         shard = index.piece(f"e/{bucket(error_id, manifest['entry_buckets'])}.json")
         exception, kind, title, has_message, place = shard[error_id]
-        candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, place, score))
+        how = matched_how.get(error_id) or ("traceback" if evidence[error_id][1] >= 0.9 else "words")
+        candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, place, score, how))
     return candidates
 
 
-def template_score(forms: list[str], segments: list[str], starts: bool, ends: bool, manifest: dict) -> float:
-    """How well a template explains the pasted message: the share of it that its literal text
-    pins down, plus 1 when that is enough to be sure (a large share, much literal text, or the
-    paste's start); 0 when it does not match. A template found
-    only inside the paste (a log prefix before it, text after it) counts nine tenths."""
+def template_score(
+    forms: list[tuple[str, str | None, float]], segments: list[str], starts: bool, ends: bool, exception: str | None, manifest: dict
+) -> tuple[float, str, str | None]:
+    """How well a template explains the paste, over its forms (squashed text, the exception it
+    names, weight), with how and on which form's exception: 0 when no form matches.
+
+    A form the template matches scores the share of it that the literal text pins down, plus 1
+    when that is enough to be sure (a large share, much literal text, or the form's start); a
+    template found only inside a form (a prefix before it, text after it) counts nine tenths.
+    A form that is the template's beginning (the paste stops before the message does) scores
+    the share its literal text pins down, at `partial` weight, plus 1 when that is enough.
+    A form naming the template's own exception adds `named_exception`."""
     literal = sum(units(s) for s in segments)
-    best = 0.0
-    for form in forms:
+    best, how, best_exception = 0.0, "", None
+    for form, form_exception, form_weight in forms:
+        size = max(units(form), 1)
+        kind = "message"
         if template_matches(form, segments, starts, ends):
             weight = 1.0
+            pinned = literal
         elif (starts or ends) and template_matches(form, segments, False, False):
             weight = 0.9
+            pinned = literal
         else:
+            pinned = template_prefix(form, segments, starts)
+            # A short beginning is chance, unless it is a whole literal of the exception named.
+            whole_first = form_exception is not None and form_exception == exception and form.startswith(segments[0])
+            if pinned < manifest["confident_start"] and not (whole_first and pinned >= manifest["short_start"]):
+                continue
+            weight = manifest["partial"]
+            kind = "beginning"
+        share = min(1.0, pinned / size)
+        if kind == "beginning":
+            confident = pinned >= manifest["confident_literal"] or (pinned >= manifest["confident_start"] and share >= manifest["confident_share"])
+        else:
+            confident = (
+                share >= manifest["confident_share"]
+                or literal >= manifest["confident_literal"]
+                or (weight == 1.0 and starts and units(segments[0]) >= manifest["confident_start"])
+            )
+        value = ((1.0 if confident else 0.0) + weight * share) * form_weight
+        if form_exception is not None and form_exception == exception:
+            value += manifest["named_exception"]
+        if value > best:
+            best, how, best_exception = value, kind, form_exception
+    return best, how, best_exception
+
+
+def template_prefix(message: str, segments: list[str], starts: bool) -> int:
+    """How much literal text (in UTF-16 units) a squashed message pins down as the beginning
+    of a template that starts with text: the message starts as the template does and stops
+    before it ends (inside a literal or a value); 0 when it is not such a beginning."""
+    if not starts:
+        return 0
+    first = segments[0]
+    if len(message) <= len(first):
+        return units(message) if first.startswith(message) else 0
+    if not message.startswith(first):
+        return 0
+    pinned, position = units(first), len(first)
+    for segment in segments[1:]:
+        at = message.find(segment, position)
+        if at >= 0:
+            pinned += units(segment)
+            position = at + len(segment)
             continue
-        share = literal / max(units(form), 1)
-        confident = (
-            share >= manifest["confident_share"]
-            or literal >= manifest["confident_literal"]
-            or (weight == 1.0 and starts and units(segments[0]) >= manifest["confident_start"])
-        )
-        best = max(best, (1.0 if confident else 0.0) + weight * share)
-    return best
+        # The message may stop inside this literal: its longest end that starts the literal.
+        for size in range(min(len(segment) - 1, len(message) - position), 0, -1):
+            if message.endswith(segment[:size]):
+                pinned += units(segment[:size])
+                break
+        break
+    return pinned

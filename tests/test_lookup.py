@@ -13,7 +13,7 @@ import pytest
 from generator.cli import main
 from generator.extract import extract_source
 from generator.model import group_sites
-from generator.search import search_files
+from generator.search import INDEX_VERSION, search_files
 
 from tests import conftest
 
@@ -44,7 +44,7 @@ def test_lookup_json_from_a_site(site: Path, capsys) -> None:
     (best, *_) = json.loads(capsys.readouterr().out)
     assert best["message"] == "HiSparse requires one of {CHOICES} KV cache dtypes, but got --kv-cache-dtype={kv_cache_dtype}."
     assert len(best["id"]) == 16 and best["score"] > 2
-    assert best["page"] == f"errors/{best['id']}/"
+    assert best["page"] == f"errors/{best['id']}/" and best["match"] == "message"
 
 
 def test_lookup_text_names_title_id_and_page(site: Path, capsys) -> None:
@@ -55,6 +55,15 @@ def test_lookup_text_names_title_id_and_page(site: Path, capsys) -> None:
     page = lines[1].split(" · ")[-1]
     assert re.fullmatch("errors/[0-9a-f]{16}/", page)
     assert lines[1].strip() == f"ValueError · hisparse_hook.py in check · {page}"
+
+
+def test_lookup_says_a_paste_is_a_message_beginning(site: Path, capsys) -> None:
+    cut = "ValueError: HiSparse requires one of ('bfloat16',) KV cache dty"
+    assert main(["lookup", "--site", str(site), "--json", cut]) == 0
+    (best, *_) = json.loads(capsys.readouterr().out)
+    assert (best["match"], best["message"]) == ("beginning", "HiSparse requires one of {CHOICES} KV cache dtypes, but got --kv-cache-dtype={kv_cache_dtype}.")
+    assert main(["lookup", "--site", str(site), "--limit", "1", cut]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("  matches the beginning of: HiSparse requires one of {CHOICES} KV cache dtypes, but got --kv-cache-dtype={kv_cache_dtype}.")
 
 
 def test_lookup_reads_a_traceback_on_stdin(site: Path, capsys, monkeypatch) -> None:
@@ -109,7 +118,7 @@ def test_lookup_with_an_index_of_another_version(site: Path, capsys) -> None:
     manifest.write_text(manifest.read_text().replace('"version":', '"version":1000,"was":'))
     assert main(["lookup", "--site", str(site), PASTED]) == 1
     assert capsys.readouterr().err.strip() == (
-        f"errorkb: {site}/search/manifest.json: not a version 3 search index; rebuild the site"
+        f"errorkb: {site}/search/manifest.json: not a version {INDEX_VERSION} search index; rebuild the site"
     )
 
 

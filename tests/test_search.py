@@ -243,6 +243,237 @@ def test_site_index_reads_what_search_files_wrote(tmp_path: Path, small: SearchI
 
 
 # ---------------------------------------------------------------------------------------------
+# What users paste: wrapped, cut short, under another exception, from another release.
+
+PASTED_SOURCE = """
+def launch(mem):
+    raise RuntimeError("Not enough memory. Please try to increase --mem-fraction-static.")
+
+def validate(n, context):
+    raise ValueError(f"The input ({n} tokens) is longer than the model's context length ({context} tokens).")
+
+def disconnect(obj):
+    raise ValueError(f"Request is disconnected from the client side (type 1). Abort request {obj.rid=}")
+
+def parse(name):
+    raise ValueError(f"Unsupported tool_call_parser: {name}")
+
+def lora(adapter):
+    raise ValueError(f"LoRA adapter '{adapter}' was requested, but LoRA is not enabled. Please launch the server with --enable-lora.")
+
+def balance(a, b):
+    raise RuntimeError(f"The memory capacity is unbalanced. Some GPUs may be occupied by other processes. {a} {b}")
+
+def capacity(a, b):
+    raise ValueError(f"The memory capacity is {a} GB, less than {b} GB needed.")
+
+def keys(names):
+    raise ValueError(f"Cannot find any of {names} in the model's quantization config.")
+
+def quant(name):
+    raise ValueError(f"Cannot find {name!r} in the model's quantization config.")
+
+def warmup(res):
+    assert res.status_code == 200, f"{res=}, {res.text=}"
+
+def asserted(width):
+    assert width > 0, f"width must be positive, got {width}"
+
+def raised(width):
+    raise ValueError(f"width must be positive, got {width} here")
+"""
+
+MOVED_SOURCE = """
+class SWAComponent:
+    def build_hicache_transfers(self, cd):
+        assert cd.host_value is not None or cd.value is not None
+        assert cd.value is not None
+"""
+
+
+@pytest.fixture(scope="module")
+def pasted_index() -> SearchIndex:
+    entries = entries_of(PASTED_SOURCE) + entries_of(MOVED_SOURCE, "python/sglang/srt/mem_cache/unified_cache/components/swa.py")
+    return SearchIndex.of_entries(entries, REPO)
+
+
+WRAPPED = [
+    pytest.param(
+        "[2025-01-01 10:00:00 TP0] RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        "Not enough memory. Please try to increase --mem-fraction-static.",
+        id="log-prefix",
+    ),
+    pytest.param(
+        "sglang-1  | [2026-04-30 16:02:26 DP0 TP3] Not enough memory. Please try to increase --mem-fraction-static.",
+        "Not enough memory. Please try to increase --mem-fraction-static.",
+        id="docker-compose-prefix",
+    ),
+    pytest.param(
+        "(Worker pid=8) ERROR 2025-04-07T19:13:52.31Z RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        "Not enough memory. Please try to increase --mem-fraction-static.",
+        id="ray-level-timestamp-prefixes",
+    ),
+    pytest.param(
+        "[2026-01-12 21:03:30] Task exception was never retrieved\n"
+        "future: <Task finished name='Task-9' coro=<f()> exception=ValueError(\"Request is disconnected from the client side "
+        "(type 1). Abort request obj.rid='f2ea'\")>\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/asyncio/tasks.py", line 520, in wait_for\n'
+        "    return await fut\n"
+        "asyncio.exceptions.CancelledError",
+        "Request is disconnected from the client side (type 1). Abort request {obj.rid=}",
+        id="asyncio-task-repr",
+    ),
+    pytest.param(
+        '{"object":"error","message":"The input (61709 tokens) is longer than the model\\\'s context length (40960 tokens).",'
+        '"type":"BadRequestError","param":null,"code":400}',
+        "The input ({n} tokens) is longer than the model's context length ({context} tokens).",
+        id="json-error-body",
+    ),
+    pytest.param(
+        '{"detail": "Unsupported tool_call_parser: pythonic2"}',
+        "Unsupported tool_call_parser: {name}",
+        id="json-detail",
+    ),
+    pytest.param(
+        '{"error": {"message": "Unsupported tool_call_parser: None", "type": "invalid_request_error"}}',
+        "Unsupported tool_call_parser: {name}",
+        id="json-error-message",
+    ),
+    pytest.param(
+        "BadRequestError: Error code: 400 - {'object': 'error', 'message': \"LoRA adapter 'x' was requested, but LoRA is not enabled. "
+        "Please launch the server with --enable-lora.\", 'type': 'BadRequestError'}",
+        "LoRA adapter '{adapter}' was requested, but LoRA is not enabled. Please launch the server with --enable-lora.",
+        id="openai-client-error",
+    ),
+    pytest.param(
+        "requests.exceptions.HTTPError: Bad Request: Unsupported tool_call_parser: qwen9",
+        "Unsupported tool_call_parser: {name}",
+        id="bad-request",
+    ),
+    pytest.param("HTTP 400: Unsupported tool_call_parser: qwen9", "Unsupported tool_call_parser: {name}", id="http-status"),
+    pytest.param(
+        "[2025-08-12 08:24:37] Error in request: Unsupported tool_call_parser: None\n"
+        "Traceback (most recent call last):\n"
+        '  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/openai/serving_chat.py", line 154, in _process_messages',
+        "Unsupported tool_call_parser: {name}",
+        id="log-line-before-a-cut-traceback",
+    ),
+    pytest.param(
+        "".join(f"[2026-01-01 00:00:{n % 60:02d} TP0] Decode batch. #running-req: {n}, #token: {n * 7}, gen throughput (token/s): 51.2\n" for n in range(200))
+        + "[2026-01-01 00:01:00 TP0] Scheduler hit an exception: Not enough memory. Please try to increase --mem-fraction-static.\n"
+        + "".join(f"[2026-01-01 00:01:{n:02d}] INFO: 127.0.0.1:{n} - \"POST /generate HTTP/1.1\" 200 OK\n" for n in range(50)),
+        "Not enough memory. Please try to increase --mem-fraction-static.",
+        id="error-line-in-a-whole-log",
+    ),
+]
+
+
+@pytest.mark.parametrize(("paste", "message"), WRAPPED)
+def test_a_wrapped_error_is_found(pasted_index: SearchIndex, paste: str, message: str) -> None:
+    assert lookup(paste, pasted_index)[0].message == message
+
+
+CHAINED = [
+    pytest.param("During handling of the above exception, another exception occurred:", id="during-handling"),
+    pytest.param("The above exception was the direct cause of the following exception:", id="direct-cause"),
+]
+
+
+@pytest.mark.parametrize("separator", CHAINED)
+def test_a_chained_traceback_is_its_last_error_not_its_cause(pasted_index: SearchIndex, separator: str) -> None:
+    paste = f"""\
+Traceback (most recent call last):
+  File "/x/sglang/srt/x.py", line 20, in parse
+    parser = PARSERS[name]
+KeyError: 'Cannot find qwen9 in the model's quantization config.'
+
+{separator}
+
+Traceback (most recent call last):
+  File "/x/sglang/srt/x.py", line 21, in parse
+    raise ValueError(f"Unsupported tool_call_parser: {{name}}")
+ValueError: Unsupported tool_call_parser: qwen9
+"""
+    (best, *_) = lookup(paste, pasted_index)
+    assert best.message == "Unsupported tool_call_parser: {name}"
+
+
+def test_a_traceback_cut_inside_the_raise_is_its_frame(pasted_index: SearchIndex) -> None:
+    paste = """\
+Traceback (most recent call last):
+  File "/x/sglang/srt/x.py", line 4, in launch
+    raise Runt"""
+    (best, *_) = lookup(paste, pasted_index)
+    assert (best.message, best.match) == ("Not enough memory. Please try to increase --mem-fraction-static.", "traceback")
+
+
+BEGINNINGS = [
+    pytest.param("The memory capacity is unbalanced", "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. {a} {b}", id="inside-the-first-literal"),
+    pytest.param("RuntimeError: The memory capacity is unbalanced. Some GPUs may", "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. {a} {b}", id="cut-mid-literal"),
+    pytest.param("ValueError: Cannot find any of ['quant_method']", "Cannot find any of {names} in the model's quantization config.", id="cut-inside-a-value"),
+    pytest.param(
+        "ValueError: LoRA adapter '/home/u/.cache/finetune/qwen3-0_6b' was reque",
+        "LoRA adapter '{adapter}' was requested, but LoRA is not enabled. Please launch the server with --enable-lora.",
+        id="cut-after-a-value",
+    ),
+    pytest.param("AssertionError: res=<Response [503]> Process was always killed", "{res=}, {res.text=}", id="short-beginning-of-the-exception-named"),
+]
+
+
+@pytest.mark.parametrize(("paste", "message"), BEGINNINGS)
+def test_a_paste_cut_short_finds_the_message_it_begins(pasted_index: SearchIndex, paste: str, message: str) -> None:
+    (best, *rest) = lookup(paste, pasted_index)
+    assert (best.message, best.match) == (message, "beginning")
+    assert all(other.score < best.score for other in rest)
+
+
+NOT_BEGINNINGS = [
+    pytest.param("The mem", id="too-short"),
+    pytest.param("res=<Response [503]> Process was always killed", id="short-beginning-without-its-exception"),
+    pytest.param("The memory capacity was fine", id="diverges-inside-the-first-literal"),
+]
+
+
+@pytest.mark.parametrize("paste", NOT_BEGINNINGS)
+def test_a_beginning_too_short_or_wrong_is_not_a_match(pasted_index: SearchIndex, paste: str) -> None:
+    assert all(result.match != "beginning" for result in lookup(paste, pasted_index))
+
+
+def test_the_exception_named_outranks_a_closer_text(pasted_index: SearchIndex) -> None:
+    # Both templates match; the assert's pins down more of the paste, but the paste says ValueError.
+    (best, *_) = lookup("ValueError: width must be positive, got 3 here", pasted_index)
+    assert (best.message, best.exception) == ("width must be positive, got {width} here", "ValueError")
+    (best, *_) = lookup("AssertionError: width must be positive, got 3 here", pasted_index)
+    assert best.exception == "AssertionError"
+
+
+def test_another_exception_still_finds_the_only_message(pasted_index: SearchIndex) -> None:
+    # An older release raised it as another class: nothing of the class named fits, so the text wins.
+    (best, *_) = lookup("TypeError: Not enough memory. Please try to increase --mem-fraction-static.", pasted_index)
+    assert best.message == "Not enough memory. Please try to increase --mem-fraction-static."
+
+
+MOVED_FRAME = """\
+Traceback (most recent call last):
+  File "/venv/lib/python3.12/site-packages/sglang/srt/mem_cache/unified_cache_components/swa_component.py", line 448, in build_hicache_transfers
+    assert {condition}
+           ^^^^^^^^^^^
+AssertionError
+"""
+
+
+def test_a_frame_in_a_file_that_moved_finds_the_statement_of_its_function(pasted_index: SearchIndex) -> None:
+    (best, *_) = lookup(MOVED_FRAME.format(condition="cd.host_value is not None or cd.value is not None"), pasted_index)
+    assert (best.title, best.match) == ("assert cd.host_value is not None or cd.value is not None", "traceback")
+
+
+def test_a_frame_in_a_file_that_moved_needs_the_statement(pasted_index: SearchIndex) -> None:
+    # The function's name alone is only words: another release may assert something else there.
+    assert all(result.match != "traceback" for result in lookup(MOVED_FRAME.format(condition="cd.other is None"), pasted_index))
+
+
+# ---------------------------------------------------------------------------------------------
 # The real release: the pasted set.
 
 
@@ -326,6 +557,33 @@ def test_pasted_set_hit_rate(real_entries, real_site, capsys) -> None:
         )
     assert rate >= 0.95, misses
     assert rate > naive_rate
+
+
+REPORTS = Path(__file__).parent / "data" / "real_reports.json"
+# Labelled reports whose page must come first: 42 of 51 at 0.5.23. The issue's target is 90%;
+# what stands between is listed in the report of the change that set this floor.
+REPORTS_FIRST = 42
+
+
+@pytest.mark.real
+def test_real_reports_hit_rate(real_entries, real_site, capsys) -> None:
+    """Errors users pasted in public issue threads, verbatim with their wrappers: the right
+    page first for at least `REPORTS_FIRST` of those SGLang still raises."""
+    cases = json.loads(REPORTS.read_text(encoding="utf-8"))
+    labelled = [case for case in cases if case.get("expect")]
+    ids = {entry.id for entry in real_entries}
+    assert [case["expect"] for case in labelled if case["expect"] not in ids] == []
+    assert all(case.get("reason") for case in cases if not case.get("expect"))
+    index = SearchIndex.of_site(real_site)
+    misses = []
+    for case in labelled:
+        results = lookup(case["paste"], index)
+        if not results or results[0].id != case["expect"]:
+            misses.append((case["url"], case["expect"], results[0].id if results else None))
+    hits = len(labelled) - len(misses)
+    with capsys.disabled():
+        print(f"\nreal reports: right page first {hits}/{len(labelled)} ({hits / len(labelled):.0%})")
+    assert hits >= REPORTS_FIRST, misses
 
 
 @pytest.mark.real

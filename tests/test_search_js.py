@@ -1,5 +1,6 @@
 """templates/static/search.js ranks as generator/search.py does: run under Node on the same
-index files and the same pastes, it returns the same errors in the same order."""
+index files and the same pastes (the built-in pasted set and the real reports too), it reads
+them alike and returns the same errors in the same order, matched the same way."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from generator.search import SearchIndex, bucket, lookup, parse_paste, search_fi
 
 SEARCH_JS = Path(__file__).parent.parent / "templates" / "static" / "search.js"
 PASTED = Path(__file__).parent / "data" / "pasted.json"
+REPORTS = Path(__file__).parent / "data" / "real_reports.json"
 REPO = "sgl-project/sglang"
 NODE = shutil.which("node")
 
@@ -73,12 +75,13 @@ def assert_same_ranking(python_results, js_results, paste: str) -> None:
     assert [r["id"] for r in js_results] == [c.id for c in python_results], paste[:80]
     for mine, theirs in zip(python_results, js_results):
         assert theirs["score"] == pytest.approx(mine.score, abs=2e-6)
-        assert (theirs["title"], theirs["message"], theirs["exception"], theirs["kind"], theirs["where"]) == (
+        assert (theirs["title"], theirs["message"], theirs["exception"], theirs["kind"], theirs["where"], theirs["match"]) == (
             mine.title,
             mine.message,
             mine.exception,
             mine.kind,
             mine.where,
+            mine.match,
         )
 
 
@@ -99,6 +102,13 @@ PASTES = [
     "/v/sglang/srt/x.py:9: UserWarning: something odd\n  warnings.warn(x)",
     "[log] worker: RuntimeError: HiSparse requires one of x KV cache dtypes, but got --kv-cache-dtype=y. tail",
     "nothing to see here",
+    "sglang-1  | [2026-01-01 10:00:00 TP0] KeyError: 'missing layer 3'",
+    "future: <Task finished name='Task-1' coro=<f()> exception=KeyError('missing layer 4')>\nasyncio.exceptions.CancelledError",
+    '{"object":"error","message":"HiSparse requires one of [\\"a\\"] KV cache dtypes, but got --kv-cache-dtype=\\u00e9x.","code":400}',
+    "BadRequestError: Error code: 400 - {'message': 'HiSparse requires one of x KV cache dtypes, but got --kv-ca",
+    "HiSparse requires one of",
+    'Traceback (most recent call last):\n  File "/v/sglang/srt/old/y.py", line 50, in check\n    assert found is not None\nAssertionError',
+    'Traceback (most recent call last):\n  File "/v/sglang/srt/x.py", line 3, in check\n    raise Val',
     "".join(f"line {n} word{n} x\n" for n in range(3000)) + "KeyError: 'missing layer 7'",
     "",
 ]
@@ -112,7 +122,7 @@ def test_small_index_agrees(tmp_path: Path) -> None:
     for paste, js in zip(PASTES, out["lookups"]):
         assert_same_ranking(lookup(paste, index), js["results"], paste)
     for paste, js in zip(PASTES, out["pastes"]):
-        mine = asdict(parse_paste(paste))
+        mine = json.loads(json.dumps(asdict(parse_paste(paste))))
         assert js == mine
     assert out["buckets"] == [bucket(key, 1024) for key in KEYS]
     assert out["squashed"] == [squash(key) for key in KEYS]
@@ -131,6 +141,7 @@ def test_pasted_set_agrees_with_python(sglang, tmp_path: Path) -> None:
     entries = group_sites(sglang.sites, sglang.upstream.repo)
     site = write_site(tmp_path / "site", entries)
     pastes = [case["paste"] for case in json.loads(PASTED.read_text(encoding="utf-8"))]
+    pastes += [case["paste"] for case in json.loads(REPORTS.read_text(encoding="utf-8"))]
     out = run_node(tmp_path, site, pastes, [])
     index = SearchIndex.of_site(site)
     for paste, js in zip(pastes, out["lookups"]):

@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps([record(c) for c in candidates], indent=2, ensure_ascii=False) + "\n")
     else:
         for candidate in candidates:
-            print(f"{candidate.score:6.2f}  {candidate.title}")
+            about = "matches the beginning of: " if candidate.match == "beginning" else ""
+            print(f"{candidate.score:6.2f}  {about}{candidate.title}")
             print(f"        {candidate.exception or 'unknown exception'} · {candidate.where} · {candidate.page}")
     if not candidates:
         print("errorkb: lookup: no error matches this text", file=sys.stderr)
@@ -72,7 +73,9 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
 
 
 def record(candidate: Candidate) -> dict:
-    """A candidate as SPEC's JSON: `id`, `message`, `score`, and what a page shows."""
+    """A candidate as SPEC's JSON: `id`, `message`, `score`, what a page shows, and how the
+    paste matched it (`match`: `message`, `beginning` when the paste is only the message's
+    beginning, `traceback`, `words`)."""
     return {
         "id": candidate.id,
         "message": candidate.message,
@@ -82,4 +85,5 @@ def record(candidate: Candidate) -> dict:
         "kind": candidate.kind,
         "where": candidate.where,
         "page": candidate.page,
+        "match": candidate.match,
     }

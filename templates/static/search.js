@@ -2,7 +2,8 @@
  * errorkb search: paste an SGLang error (message, log line or whole traceback) and get the
  * error pages it most likely is. A port of generator/search.py, step for step, reading the
  * same index files under search/ and loading only the pieces a paste needs: the token shards
- * of its words, the file shard of its traceback frame, and the entry shards of the results.
+ * of its words, the file and function shards of its traceback frame, and the entry shards of
+ * the results.
  *
  * In a browser it attaches to #search-form, #search-input and #search-results, and to ?q= in
  * the address; in Node it exports the matcher for tests.
@@ -16,16 +17,38 @@
   var TOKEN = /[a-z0-9]+/g;
   var EXCEPTION = "((?:[A-Za-z_][A-Za-z0-9_.]*)?(?:Error|Exception|Warning|Exit|Interrupt|Failure|Iteration))";
   var EXCEPTION_LINE = new RegExp("^[ \\t]*" + EXCEPTION + "(?::[ \\t]?(.*))?$");
-  var EXCEPTION_INSIDE = new RegExp("(?:^|[ \\t\\]])" + EXCEPTION + ":[ \\t](.*)$");
+  // A line that names the exception after other text, or by its own __str__: as in search.py.
+  var NAMED_INSIDE = new RegExp("(?:^|[ \\t\\]>(])" + EXCEPTION + "(?:\\([^()]*\\))?:[ \\t](.*)$");
+  var REPR_SOURCE = "(?:^|[^A-Za-z0-9_.])" + EXCEPTION + "\\((['\"])((?:\\\\.|(?!\\2)[^\\\\])*)(?:\\2\\)|$)";
+  var REPR = new RegExp(REPR_SOURCE, "g");
+  var REPR_ONE = new RegExp(REPR_SOURCE);
+  var BODY_FIELD = /(["'])(?:message|detail|msg)\1[ \t]*:[ \t]*(["'])((?:\\.|(?!\2)[^\\])*)(?:\2|$)/g;
+  var HTTP_WRAPPER = /(?:^|[ \t:])(?:Bad Request|Internal Server Error|Unprocessable Entity|Service Unavailable|HTTP(?:\/[0-9.]+)?[ \t]?[0-9]{3}(?:[ \t][A-Z][a-z]+)*|Error code:[ \t]?[0-9]{3})[ \t]*[:-][ \t]*/;
+  var ESCAPE = /\\(u[0-9a-fA-F]{4}|[^u])/g;
+  var ESCAPES = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f" };
+  var ERRORISH = /error|fail|exception|invalid|cannot|can't|unable|unsupported|not supported|out of memory|abort|mismatch|not found|must(?![A-Za-z0-9_])|timed out|killed|leak/i;
+  var LOG_PREFIX = new RegExp(
+    "^(?:[A-Za-z0-9_.-]+ +\\| ?" +
+      "|\\([A-Za-z0-9_]* ?pid=[0-9]+[^)]*\\) ?" +
+      "|\\[[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][^\\]]*\\] ?" +
+      "|\\[(?:rank|TP|DP|PP|EP)[0-9]+[^\\]]*\\]:? ?" +
+      "|\\[[A-Za-z_]+=[^\\]]*\\] ?" +
+      "|[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?Z? +(?:[A-Za-z_][A-Za-z0-9_.]* +[0-9]+ +)?" +
+      "|(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)(?::? +|:$))"
+  );
   var FRAME_LINE = /^[ \t]*File "([^"]+)", line (\d+)(?:, in (.+?))?[ \t]*$/;
   var WARNING_LINE = /^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): (.*)$/;
   var WORD_CHAR = /[A-Za-z0-9_]/;
+  var LEADING_NAME = /^[A-Za-z0-9_.]*/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
   // The index format this code reads (search/manifest.json "version"), as in search.py.
-  var INDEX_VERSION = 3;
+  var INDEX_VERSION = 4;
   // A pasted log can be long; the error is at its end, and its message has fewer words than this.
   var MAX_PASTE = 20000;
   var MAX_WORDS = 80;
+  // A log is read from the lines that look most like an error, as in search.py.
+  var LOG_LINES = 6;
+  var LOG_WEIGHT = 0.9;
   var encoder = typeof TextEncoder === "function" ? new TextEncoder() : null;
 
   // Text primitives, as in search.py.
@@ -90,11 +113,88 @@
 
   // Reading a paste.
 
+  function unprefixed(line) {
+    for (var i = 0; i < 6; i++) {
+      var found = LOG_PREFIX.exec(line);
+      if (!found || !found[0]) return line;
+      line = line.slice(found[0].length);
+    }
+    return line;
+  }
+
+  function className(printed) {
+    var name = lastComponent(printed);
+    return name === "Error" ? null : name;
+  }
+
+  function unescapeText(text) {
+    return text.replace(ESCAPE, function (all, code) {
+      if (code[0] === "u") return String.fromCharCode(parseInt(code.slice(1), 16));
+      return Object.prototype.hasOwnProperty.call(ESCAPES, code) ? ESCAPES[code] : code;
+    });
+  }
+
+  function errorLines(lines) {
+    var ranked = [];
+    lines.forEach(function (line, number) {
+      var text = trim(line);
+      if (!text || text.startsWith("Traceback (most recent call last)") || CARETS.test(line)) return;
+      var rank = NAMED_INSIDE.test(text) || REPR_ONE.test(text) ? 2 : ERRORISH.test(text) ? 1 : 0;
+      if (rank) ranked.push([rank, number, text]);
+    });
+    ranked.sort(function (a, b) {
+      return b[0] - a[0] || b[1] - a[1];
+    });
+    return ranked.slice(0, LOG_LINES).map(function (item) {
+      return item[2];
+    });
+  }
+
+  function reading(text, exception, weight) {
+    return { text: text, exception: exception, weight: weight };
+  }
+
+  function unwrapped(text, exception, weight) {
+    text = trim(text);
+    var readings = [];
+    var found;
+    REPR.lastIndex = 0;
+    while ((found = REPR.exec(text))) {
+      readings.push(reading(trim(unescapeText(found[3])), className(found[1]), weight));
+    }
+    BODY_FIELD.lastIndex = 0;
+    while ((found = BODY_FIELD.exec(text))) {
+      readings.push(reading(trim(unescapeText(found[3])), null, weight));
+    }
+    if (!readings.length) {
+      var wrapped = HTTP_WRAPPER.exec(text);
+      if (wrapped) readings.push(reading(trim(text.slice(wrapped.index + wrapped[0].length)), null, weight));
+    }
+    if (exception === null) {
+      var named = NAMED_INSIDE.exec(text);
+      if (named) readings.push(reading(trim(named[2]), className(named[1]), weight));
+    }
+    readings.push(reading(text, exception, weight));
+    return readings.filter(function (r) {
+      return r.text || r.exception;
+    });
+  }
+
+  function uniqueReadings(readings) {
+    var seen = new Set();
+    return readings.filter(function (r) {
+      var key = JSON.stringify([r.text, r.exception, r.weight]);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+  }
+
   function parsePaste(text) {
-    var lines = text.replace(/\r\n/g, "\n").replace(/\r/g, "\n").split("\n");
+    var lines = text.replace(/\r\n/g, "\n").replace(/\r/g, "\n").split("\n").map(unprefixed);
     var frames = [];
     var index = 0;
-    var lastFrameEnd = -1;
+    var firstFrame = -1, lastFrameEnd = -1;
     while (index < lines.length) {
       var found = FRAME_LINE.exec(lines[index]);
       if (found) {
@@ -109,6 +209,7 @@
         }
         while (end + 1 < lines.length && CARETS.test(lines[end + 1])) end += 1;
         frames.push({ path: found[1], line: parseInt(found[2], 10), function: found[3] || "", source: source });
+        if (firstFrame < 0) firstFrame = index;
         lastFrameEnd = end;
         index = end + 1;
         continue;
@@ -123,42 +224,88 @@
       }
     }
     var rest = frames.length ? lines.slice(lastFrameEnd + 1) : lines;
-    var n, match;
+    var before = frames.length ? lines.slice(0, firstFrame) : [];
+    var readings = [];
+    var message = "", exception = null;
+    var n, match, warned = false;
     for (n = 0; n < rest.length; n++) {
       match = WARNING_LINE.exec(trim(rest[n]));
       if (match) {
         var warningSource = n + 1 < rest.length ? trim(rest[n + 1]) : "";
-        var warningFrame = { path: match[1], line: parseInt(match[2], 10), function: "", source: warningSource };
-        return { message: trim(match[4]), exception: match[3], frame: frame || warningFrame, whole: "" };
+        frame = frame || { path: match[1], line: parseInt(match[2], 10), function: "", source: warningSource };
+        message = trim(match[4]);
+        exception = match[3];
+        warned = true;
+        break;
       }
     }
-    for (n = 0; n < rest.length; n++) {
-      match = EXCEPTION_LINE.exec(rest[n]);
-      if (match) {
-        var message = trim([match[2] || ""].concat(rest.slice(n + 1)).join("\n"));
-        return { message: message, exception: lastComponent(match[1]), frame: frame, whole: "" };
+    if (!warned) {
+      for (n = 0; n < rest.length; n++) {
+        match = EXCEPTION_LINE.exec(rest[n]);
+        if (match) {
+          message = trim([match[2] || ""].concat(rest.slice(n + 1)).join("\n"));
+          exception = className(match[1]);
+          break;
+        }
       }
     }
-    var whole = trim(rest.join("\n"));
-    for (n = 0; n < rest.length; n++) {
-      match = EXCEPTION_INSIDE.exec(rest[n]);
-      if (match) {
-        var inside = trim([match[2]].concat(rest.slice(n + 1)).join("\n"));
-        return { message: inside, exception: lastComponent(match[1]), frame: frame, whole: whole };
+    if (exception !== null) readings = readings.concat(unwrapped(message, exception, 1));
+    errorLines(before.concat(rest)).forEach(function (line) {
+      readings = readings.concat(unwrapped(line, null, exception === null ? 1 : LOG_WEIGHT));
+    });
+    readings = uniqueReadings(readings);
+    var first;
+    if (exception === null) {
+      first = readings.find(function (r) {
+        return r.text;
+      });
+      if (first) {
+        message = first.text;
+        exception = first.exception;
+      } else {
+        message = trim(rest.join("\n"));
+        if (message) readings.push(reading(message, null, 1));
+      }
+    } else if (!message) {
+      first = readings.find(function (r) {
+        return r.text && r.exception;
+      });
+      if (first) {
+        message = first.text;
+        exception = first.exception;
       }
     }
-    return { message: whole, exception: null, frame: frame, whole: "" };
+    return { message: message, exception: exception, frame: frame, readings: readings };
   }
 
-  function messagesOf(paste) {
-    var message = squash(paste.message);
-    var forms = message ? [message] : [];
-    var first = message[0], last = message[message.length - 1];
-    if (paste.exception === "KeyError" && message.length >= 2 && first === last && (first === "'" || first === '"')) {
-      forms.push(message.slice(1, -1));
-    }
-    if (paste.whole) forms.push(squash(paste.whole));
-    return forms;
+  function formsOf(paste) {
+    var readings = paste.readings.length ? paste.readings : [reading(paste.message, paste.exception, 1)];
+    var forms = [];
+    readings.forEach(function (r) {
+      var text = squash(r.text);
+      if (!text) return;
+      forms.push([text, r.exception, r.weight]);
+      var first = text[0], last = text[text.length - 1];
+      if (r.exception === "KeyError" && text.length >= 2 && first === last && (first === "'" || first === '"')) {
+        forms.push([text.slice(1, -1), r.exception, r.weight]);
+      }
+    });
+    var seen = new Set();
+    return forms.filter(function (form) {
+      var key = JSON.stringify(form);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+  }
+
+  function exceptionsOf(paste) {
+    var named = new Set();
+    paste.readings.forEach(function (r) {
+      if (r.exception) named.add(r.exception);
+    });
+    if (paste.exception) named.add(paste.exception);
+    return named;
   }
 
   function queryTokens(paste) {
@@ -166,6 +313,14 @@
     if (paste.exception) text += " " + paste.exception;
     if (paste.frame) text += " " + paste.frame.function + " " + paste.frame.source;
     return unique(tokens(text)).slice(0, MAX_WORDS);
+  }
+
+  function shardTokens(paste, words) {
+    var found = words.slice();
+    paste.readings.forEach(function (r) {
+      found = found.concat(tokens(r.text));
+    });
+    return unique(found).slice(0, MAX_WORDS);
   }
 
   // Matching.
@@ -193,25 +348,73 @@
     return true;
   }
 
-  function templateScore(forms, segments, starts, ends, manifest) {
+  function templatePrefix(message, segments, starts) {
+    if (!starts) return 0;
+    var first = segments[0];
+    if (message.length <= first.length) return first.startsWith(message) ? message.length : 0;
+    if (!message.startsWith(first)) return 0;
+    var pinned = first.length, position = first.length;
+    for (var i = 1; i < segments.length; i++) {
+      var segment = segments[i];
+      var at = message.indexOf(segment, position);
+      if (at >= 0) {
+        pinned += segment.length;
+        position = at + segment.length;
+        continue;
+      }
+      for (var size = Math.min(segment.length - 1, message.length - position); size > 0; size--) {
+        if (message.endsWith(segment.slice(0, size))) {
+          pinned += size;
+          break;
+        }
+      }
+      break;
+    }
+    return pinned;
+  }
+
+  function templateScore(forms, segments, starts, ends, exception, manifest) {
     var literal = 0;
     segments.forEach(function (s) {
       literal += s.length;
     });
-    var best = 0;
-    forms.forEach(function (form) {
-      var weight;
-      if (templateMatches(form, segments, starts, ends)) weight = 1;
-      else if ((starts || ends) && templateMatches(form, segments, false, false)) weight = 0.9;
-      else return;
-      var share = literal / Math.max(form.length, 1);
-      var confident =
-        share >= manifest.confident_share ||
-        literal >= manifest.confident_literal ||
-        (weight === 1 && starts && segments[0].length >= manifest.confident_start);
-      best = Math.max(best, (confident ? 1 : 0) + weight * share);
+    var best = 0, how = "", bestException = null;
+    forms.forEach(function (item) {
+      var form = item[0], formException = item[1], formWeight = item[2];
+      var size = Math.max(form.length, 1);
+      var kind = "message", weight, pinned;
+      if (templateMatches(form, segments, starts, ends)) {
+        weight = 1;
+        pinned = literal;
+      } else if ((starts || ends) && templateMatches(form, segments, false, false)) {
+        weight = 0.9;
+        pinned = literal;
+      } else {
+        pinned = templatePrefix(form, segments, starts);
+        var wholeFirst = formException !== null && formException === exception && form.startsWith(segments[0]);
+        if (pinned < manifest.confident_start && !(wholeFirst && pinned >= manifest.short_start)) return;
+        weight = manifest.partial;
+        kind = "beginning";
+      }
+      var share = Math.min(1, pinned / size);
+      var confident;
+      if (kind === "beginning") {
+        confident = pinned >= manifest.confident_literal || (pinned >= manifest.confident_start && share >= manifest.confident_share);
+      } else {
+        confident =
+          share >= manifest.confident_share ||
+          literal >= manifest.confident_literal ||
+          (weight === 1 && starts && segments[0].length >= manifest.confident_start);
+      }
+      var value = ((confident ? 1 : 0) + weight * share) * formWeight;
+      if (formException !== null && formException === exception) value += manifest.named_exception;
+      if (value > best) {
+        best = value;
+        how = kind;
+        bestException = formException;
+      }
     });
-    return best;
+    return [best, how, bestException];
   }
 
   function statementMatches(source, signature) {
@@ -221,7 +424,8 @@
       if (signature.startsWith("assert")) return following === ",";
       return !WORD_CHAR.test(following);
     }
-    return signature.startsWith(source) && source.length >= 10;
+    var keyword = signature.startsWith("assert") ? 6 : 5;
+    return signature.startsWith(source) && source.length >= keyword + 4;
   }
 
   function frameScore(frame, fn, line, endLine, signature) {
@@ -231,6 +435,30 @@
     if (source && signature && statementMatches(source, signature)) score += 0.8;
     if (line <= frame.line && frame.line <= endLine) score += 0.8;
     return score;
+  }
+
+  function fileName(path) {
+    var parts = path.replace(/\\/g, "/").split("/");
+    return parts[parts.length - 1];
+  }
+
+  function movedFrameScore(frame, path, signature) {
+    var score = 0.2;
+    var source = squash(frame.source);
+    if (source && signature && statementMatches(source, signature)) score += 0.8;
+    var mine = fileName(frame.path), theirs = path.slice(path.lastIndexOf("/") + 1);
+    if (mine.endsWith(theirs) || theirs.endsWith(mine)) score += 0.1;
+    return score;
+  }
+
+  function statementKey(fn, statement) {
+    return fn + " " + LEADING_NAME.exec(statement)[0];
+  }
+
+  function signatureException(signature) {
+    if (signature.startsWith("assert")) return "AssertionError";
+    if (signature.startsWith("raise") && signature.length > 5) return signature.slice(5);
+    return null;
   }
 
   // Error ids are ASCII, so this orders them as Python's sorted() does.
@@ -244,9 +472,9 @@
 
   /*
    * The errors a paste most likely is, best first: [{id, title, message, exception, kind,
-   * where, score}]. `index.piece(name)` returns a promise of one index file's JSON. `early`, if
-   * given, is called once the word and template shards are in, with the results whose titles
-   * those shards already hold, before the entry shards arrive.
+   * where, score, match}]. `index.piece(name)` returns a promise of one index file's JSON.
+   * `early`, if given, is called once the word and template shards are in, with the results
+   * whose titles those shards already hold, before the entry shards arrive.
    */
   async function lookup(text, index, limit, early) {
     limit = limit || 10;
@@ -254,15 +482,20 @@
     var manifest = await index.piece("manifest.json");
     if (manifest.version !== INDEX_VERSION) throw new Error("search index version " + manifest.version + ", expected " + INDEX_VERSION);
     var words = queryTokens(paste);
-    var forms = messagesOf(paste);
-    var names = unique(words.map(function (w) {
+    var forms = formsOf(paste);
+    var named = exceptionsOf(paste);
+    var names = unique(shardTokens(paste, words).map(function (w) {
       return String(bucket(w, manifest.token_buckets));
     }).concat(["none"]));
-    var framePiece = paste.frame ? "f/" + bucket(pathKey(paste.frame.path), manifest.file_buckets) + ".json" : null;
+    var frame = paste.frame;
+    var framePiece = frame ? "f/" + bucket(pathKey(frame.path), manifest.file_buckets) + ".json" : null;
+    var functionKey = frame && frame.function && frame.source ? statementKey(frame.function, squash(frame.source)) : null;
+    var functionPiece = functionKey ? "g/" + bucket(functionKey, manifest.function_buckets) + ".json" : null;
     var loading = names.map(function (name) {
       return index.piece("t/" + name + ".json");
     });
     var fileShardLoading = framePiece ? index.piece(framePiece) : Promise.resolve(null);
+    var functionShardLoading = functionPiece ? index.piece(functionPiece) : Promise.resolve(null);
     var shards = await Promise.all(loading);
     var byName = new Map();
     names.forEach(function (name, i) {
@@ -270,6 +503,8 @@
     });
 
     var evidence = new Map(); // error id: [template, frame, word]
+    var matchedHow = new Map();
+    var classFits = new Map();
     var known = new Map(); // error id: a result from a template record
     function slotOf(id) {
       if (!evidence.has(id)) evidence.set(id, [0, 0, 0]);
@@ -279,11 +514,15 @@
     shards.forEach(function (shard) {
       shard.templates.forEach(function (record) {
         var id = record[0], exception = record[1], segments = record[3];
-        var value = templateScore(forms, segments, !!record[4], !!record[5], manifest);
+        var scored = templateScore(forms, segments, !!record[4], !!record[5], exception, manifest);
+        var value = scored[0];
         if (value > 0) {
-          if (paste.exception && exception === paste.exception) value += manifest.named_exception;
           var slot = slotOf(id);
-          slot[0] = Math.max(slot[0], value);
+          if (value > slot[0]) {
+            slot[0] = value;
+            matchedHow.set(id, scored[1]);
+            classFits.set(id, scored[2] === null || exception === null || scored[2] === exception);
+          }
           known.set(id, { id: id, title: record[2], message: record[2], exception: exception, kind: null, where: null });
         }
       });
@@ -312,17 +551,30 @@
       if (matched.get(item[0]) >= 2) slotOf(item[0]);
     });
 
+    var raised = new Set();
+    function found(id, value, signature) {
+      if (value >= 0.9 || evidence.has(id)) {
+        var slot = slotOf(id);
+        slot[1] = Math.max(slot[1], value);
+      }
+      if (value >= 1.0) {
+        var exception = signatureException(signature);
+        if (!named.size || exception === null || named.has(exception)) raised.add(id);
+      }
+    }
     var fileShard = await fileShardLoading;
     if (fileShard) {
       Object.keys(fileShard).sort().forEach(function (sitePath) {
-        if (!pathMatches(paste.frame.path, sitePath)) return;
+        if (!pathMatches(frame.path, sitePath)) return;
         fileShard[sitePath].forEach(function (site) {
-          var value = frameScore(paste.frame, site[1], site[2], site[3], site[4]);
-          if (value >= 0.9 || evidence.has(site[0])) {
-            var slot = slotOf(site[0]);
-            slot[1] = Math.max(slot[1], value);
-          }
+          found(site[0], frameScore(frame, site[1], site[2], site[3], site[4]), site[4]);
         });
+      });
+    }
+    var functionShard = await functionShardLoading;
+    if (functionShard && Object.prototype.hasOwnProperty.call(functionShard, functionKey)) {
+      functionShard[functionKey].forEach(function (site) {
+        if (!pathMatches(frame.path, site[1])) found(site[0], movedFrameScore(frame, site[1], site[2]), site[2]);
       });
     }
 
@@ -330,34 +582,41 @@
     evidence.forEach(function (slot, id) {
       var word = knownWeight ? Math.min(1, (totals.get(id) || 0) / knownWeight) : 0;
       var score = round6(slot[0] + slot[1] + word);
-      if (score >= manifest.min_score) results.push([score, id]);
+      if (score >= manifest.min_score) {
+        var fits = (slot[0] >= 1 && classFits.get(id)) || raised.has(id);
+        results.push([raised.has(id) ? 0 : 1, fits ? 0 : 1, score, id]);
+      }
     });
     results.sort(function (a, b) {
-      return b[0] - a[0] || compareIds(a[1], b[1]);
+      return a[0] - b[0] || a[1] - b[1] || b[2] - a[2] || compareIds(a[3], b[3]);
     });
     results = results.slice(0, limit);
+    function howOf(id) {
+      return matchedHow.get(id) || (evidence.get(id)[1] >= 0.9 ? "traceback" : "words");
+    }
 
     if (early) {
       var ready = [];
-      for (var r = 0; r < results.length && known.has(results[r][1]); r++) {
-        ready.push(Object.assign({}, known.get(results[r][1]), { score: results[r][0] }));
+      for (var r = 0; r < results.length && known.has(results[r][3]); r++) {
+        ready.push(Object.assign({}, known.get(results[r][3]), { score: results[r][2], match: howOf(results[r][3]) }));
       }
       if (ready.length) early(ready);
     }
 
     var entryShards = await Promise.all(results.map(function (item) {
-      return index.piece("e/" + bucket(item[1], manifest.entry_buckets) + ".json");
+      return index.piece("e/" + bucket(item[3], manifest.entry_buckets) + ".json");
     }));
     return results.map(function (item, i) {
-      var row = entryShards[i][item[1]];
+      var row = entryShards[i][item[3]];
       return {
-        id: item[1],
+        id: item[3],
         title: row[2],
         message: row[3] ? row[2] : null,
         exception: row[0],
         kind: row[1],
         where: row[4],
-        score: item[0],
+        score: item[2],
+        match: howOf(item[3]),
       };
     });
   }
@@ -427,6 +686,12 @@
       list.className = "search-results";
       results.forEach(function (result) {
         var item = document.createElement("li");
+        if (result.match === "beginning") {
+          var partial = document.createElement("span");
+          partial.className = "search-result-partial";
+          partial.textContent = "matches the beginning of ";
+          item.append(partial);
+        }
         var link = document.createElement("a");
         link.href = root + "errors/" + result.id + "/";
         link.textContent = result.title;
