@@ -132,6 +132,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # Each evidence quote is found again at this revision, for the line its link names.
         curated = audit.located_evidence(history.carry_curated(written_here, past.records), source)
         by_id = {entry.id: entry for entry in entries}
+        # Each error without an entry of its own shows the text of the family that claims it.
+        families = family_texts(inputs.content, entries, curated, source, inputs.cache_dir)
         stale = stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         # Home, recent changes and the API's index list errors by what needs no deriving
@@ -147,7 +149,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         from generator.flags import server_arguments, settings_of
 
         settings = settings_of(server_arguments(source))
-        site = derive_site(state, changed, extraction.upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings)
+        site = derive_site(state, changed, extraction.upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings, families)
         digests = site.digests
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(digests, hashes, spare)
@@ -159,7 +161,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         manifest.clear()
         stamp.clear()
         # Coverage counts what users can hit: errors of the product, not of SGLang's own tests.
-        coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id))
+        coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id), families)
         files = site_files(articles, unchanged, info, [browse, search, shared], coverage, jobs, found, inputs.cache_dir)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
@@ -251,6 +253,19 @@ def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict
     return load_curated(folder, repo, cache_dir)
 
 
+def family_texts(folder: Path, entries: tuple[ErrorEntry, ...], curated: Mapping[str, Curated], source: Source, cache_dir: Path | None = None) -> dict[str, model.Family]:
+    """By id, the family each error without curated text shows (`families.family_of`), its
+    evidence located at this revision; `ContentError` listing every problem of the family files."""
+    from generator.content import load_families
+    from generator.families import family_of
+
+    found = load_families(folder, cache_dir, source.upstream.repo)
+    if not found:
+        return {}
+    located = audit.located_evidence({family.name: family for family in found}, source)
+    return family_of((located[family.name] for family in found), entries, curated)
+
+
 def article_state_path(cache_dir: Path) -> Path:
     return entries_state_path(cache_dir, "articles", derive.__file__)
 
@@ -269,6 +284,7 @@ def derive_site(
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
     settings: Mapping[str, model.Setting] | None = None,
+    families: Mapping[str, model.Family] | None = None,
 ) -> DerivedSite:
     """Every article's page digest (`PageManifest.digests`), deriving again only the articles
     whose inputs changed since the last build (`state`, which found the `changed` entries, is
@@ -277,13 +293,13 @@ def derive_site(
     docstrings: `joined` adds them to those whose pages are rendered."""
     ledger = past.inactive
     state.codes = {error: record.code for error, record in past.records.items() if record.status == "active" and record.code}
-    site = DerivedSite(upstream, entries, curated, ledger, stale or {}, pins or {}, settings or {})
+    site = DerivedSite(upstream, entries, curated, ledger, stale or {}, pins or {}, settings or {}, families or {})
     # Read from the changed entries before the ranking is asked for: it may still be under way
     # in the background meanwhile.
     site.read(changed)
     retitled, site.flags = state.update_entries(entries, changed, site.mentions)
     site.related = related()
-    dirty = state.dirty(changed, retitled, curated, ledger, site.related, site.stale, site.pins, upstream, site.settings)
+    dirty = state.dirty(changed, retitled, curated, ledger, site.related, site.stale, site.pins, upstream, site.settings, site.families)
     digests = manifest.digests(site.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(site.ids)}
     write_cache(article_state_path(cache_dir), state_bytes(state))
@@ -304,9 +320,10 @@ class DerivedSite:
         stale: Mapping[str, str],
         pins: Mapping[str, Upstream],
         settings: Mapping[str, model.Setting] | None = None,
+        families: Mapping[str, model.Family] | None = None,
     ) -> None:
         self.upstream, self.entries, self.curated, self.ledger = upstream, entries, curated, ledger
-        self.stale, self.pins, self.settings = stale, pins, settings or {}
+        self.stale, self.pins, self.settings, self.families = stale, pins, settings or {}, families or {}
         self.flags: frozenset[str] = frozenset()
         self.by_id = {entry.id: entry for entry in entries}
         self.ids = self.by_id.keys() | {record.id for record in ledger}
@@ -333,7 +350,7 @@ class DerivedSite:
             self.read(todo)
             made = derive.derive_articles(
                 self.entries, self.curated, self.upstream, self.ledger, self.related, self.stale, self.pins,
-                self.triggers, self.mentions, self.flags, todo, self.settings,
+                self.triggers, self.mentions, self.flags, todo, self.settings, self.families,
             )
             self._made.update((article.id, article) for article in made)
         return tuple(self._made[error] for error in sorted(wanted))
@@ -345,7 +362,7 @@ class ArticleState:
     digests only the articles whose inputs may have changed and keeps the others' digests.
 
     An active error's article is made from its entry, which changes only with the blob of one
-    of its files (`model.changed_errors`); from its curated text; from its related ids, its
+    of its files (`model.changed_errors`); from its curated text or its family's; from its related ids, its
     pin, its aliases and its stale revision, compared as one string per id (`inputs`); from
     the titles of its related errors; and from the flags any message names
     (`derive.known_flags`), which reach only the errors whose conditions' names would be a flag
@@ -364,6 +381,8 @@ class ArticleState:
         self.candidates: dict[str, str] = {}
         self.inputs: dict[str, str] = {}
         self.curated: dict[str, Curated] = {}
+        # By id, the family whose text its page shows.
+        self.families: dict[str, model.Family] = {}
         self.digests: dict[str, str] = {}
         # The ledger's code fingerprint of each active error (`history.code_fingerprint`).
         self.codes: dict[str, str] = {}
@@ -427,6 +446,7 @@ class ArticleState:
         pins: Mapping[str, Upstream],
         upstream: Upstream,
         settings: Mapping[str, model.Setting] | None = None,
+        families: Mapping[str, model.Family] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
         found (`changed`, `retitled`); the state takes in the rest of this build's inputs."""
@@ -449,7 +469,9 @@ class ArticleState:
         }
         dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
         dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))
-        self.inputs, self.curated = inputs, dict(curated)
+        families = families or {}
+        dirty.update(error for error in families.keys() | self.families.keys() if families.get(error) != self.families.get(error))
+        self.inputs, self.curated, self.families = inputs, dict(curated), dict(families)
         return dirty & (self.paths.keys() | inactive)
 
 

@@ -157,6 +157,7 @@ class ErrorPage(Page):
     example_after: Markup | None
     reproduced_with: str | None
     trigger: Markup
+    family_trigger: Markup | None
     situations: list[Markup]
     evidence: list[tuple[str, Evidence]]
     reports: list[str]
@@ -314,6 +315,8 @@ def error_page(article: Article, info: SiteInfo) -> ErrorPage:
     path = f"errors/{article.id}/index.html"
     root = _root(path)
     curated = article.curated
+    # The text shown: the error's own entry, else its family's (`Article.family`).
+    text = curated or article.family
     kind = {"raise": "raised", "assert": "assertion", "warning": "warning"}.get(article.kind, article.kind)
     description = f"{article.exception or 'Error'} ({kind}) in SGLang: {shorten(article.title, 120)}"
     page = _page(path, info, shorten(article.title, 70) + " \u2014 SGLang error", description, f"{root}api/errors/{article.id}.json")
@@ -332,15 +335,16 @@ def error_page(article: Article, info: SiteInfo) -> ErrorPage:
         heading=heading_parts(article),
         locations=views[:SNIPPETS_SHOWN],
         more_locations=views[SNIPPETS_SHOWN:],
-        explanation=markdown(curated.explanation if curated else None),
-        solutions=[(solution.title, markdown(solution.body)) for solution in curated.solutions] if curated else [],
-        example_before=highlight_code(curated.example_fix.before, curated.example_fix.language) if curated and curated.example_fix else None,
-        example_after=highlight_code(curated.example_fix.after, curated.example_fix.language) if curated and curated.example_fix else None,
+        explanation=markdown(text.explanation if text else None),
+        solutions=[(solution.title, markdown(solution.body)) for solution in text.solutions] if text else [],
+        example_before=highlight_code(text.example_fix.before, text.example_fix.language) if text and text.example_fix else None,
+        example_after=highlight_code(text.example_fix.after, text.example_fix.language) if text and text.example_fix else None,
         reproduced_with=curated.example_fix.reproduced_with if curated and curated.example_fix else None,
         trigger=markdown(article.trigger) if article.trigger_curated else derived_markdown(article.trigger),
-        situations=[markdown(situation) for situation in curated.situations] if curated else [],
-        evidence=[(article.upstream.url(e.path, e.line), e) for e in curated.evidence] if curated else [],
-        reports=list(curated.reports) if curated else [],
+        family_trigger=markdown(article.family.trigger) if article.family and article.family.trigger else None,
+        situations=[markdown(situation) for situation in text.situations] if text else [],
+        evidence=[(article.upstream.url(e.path, e.line), e) for e in text.evidence] if text else [],
+        reports=list(text.reports) if text else [],
         setting_urls={setting.name: article.upstream.url(setting.path, setting.line) for setting in article.settings},
         docstring=first_doc,
         related=[(f"{root}errors/{related.id}/", shorten(related.title)) for related in article.related],
