@@ -264,12 +264,11 @@ def test_check_lists_families_and_fails_on_conflicts_and_empty_families(tmp_path
         f"{content}/families/divisible.yaml:3: 'match': claims 1 errors that family 'models' ({content}/families/models.yaml) "
         f"also claims, e.g. {DIVISIBLE_ID}: give both different priorities, or narrow one's match"
     ) in err.splitlines()
-    assert out.splitlines()[:3] == [
+    assert out.splitlines()[:2] == ["coverage: 0/3 errors curated (0.00%)", "  explained by an entry: 0, by a family: 2, neither: 1"]
+    assert out.splitlines()[-2:] == [
         "family divisible: 1 members, explains 1 product errors",
         "family models: 2 members, explains 1 product errors",
-        "coverage: 0/3 errors curated (0.00%)",
     ]
-    assert "  explained by an entry: 0, by a family: 2, neither: 1" in out.splitlines()
 
     (content / "families" / "divisible.yaml").write_text(family_file("divisible", 'message: "divisible by tp_size"', extra="priority: 2\n"))
     (content / "families" / "models.yaml").write_text(family_file("models", "path: python/sglang/srt/models/*", extra="priority: 1\n"))

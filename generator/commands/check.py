@@ -133,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
             ]
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
-        print_families(assignment, entries)
         print_coverage(covered, args.modules)
+        print_families(assignment, entries)
     print(
         f"check: {len(files) + len({p.path for p in invalid})} files, {len(problems)} problems, {len(orphans)} orphaned, {len(stale)} stale; "
         f"{covered.curated}/{covered.total} errors curated ({covered.percent:.2f}%), {covered.family} more explained by "
