@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+import bisect
+import fnmatch
 
 from generator.model import ErrorEntry, Family, FamilyMatch
 
@@ -22,7 +23,8 @@ from generator.model import ErrorEntry, Family, FamilyMatch
 def claims(match: FamilyMatch, entry: ErrorEntry, patterns: Patterns | None = None) -> bool:
     """Whether `entry` is one of the errors `match` describes: every criterion given holds,
     and `paths`, `functions` and `condition` hold at every location of the error. `patterns`
-    are `match`'s compiled, when the caller has them."""
+    are `match`'s compiled, when the caller has them (they remember the paths they matched).
+    The cheap criteria come first: a build holds every family against every error."""
     patterns = patterns or Patterns.of(match)
     if match.exceptions and (entry.exception or "") not in match.exceptions:
         return False
@@ -30,45 +32,92 @@ def claims(match: FamilyMatch, entry: ErrorEntry, patterns: Patterns | None = No
         return False
     if match.has_message is not None and (entry.message is not None) != match.has_message:
         return False
+    for site in entry.sites:
+        if patterns.paths is not None and not patterns.path_matches(site.path):
+            return False
+        if patterns.functions is not None and not patterns.functions.fullmatch(site.function):
+            return False
     if match.message is not None:
         if entry.message is None or not patterns.message.search(entry.message):
             return False
-    if match.scopes and entry.scope not in match.scopes:
-        return False
-    for site in entry.sites:
-        if match.paths and not any(fnmatchcase(site.path, glob) for glob in match.paths):
-            return False
-        if match.functions and not any(fnmatchcase(site.function, glob) for glob in match.functions):
-            return False
-        if patterns.condition is not None and not any(
-            patterns.condition.search(condition) for condition in (site.assert_condition or "", *site.conditions)
-        ):
-            return False
-    return True
+    if patterns.condition is not None:
+        for site in entry.sites:
+            if not any(patterns.condition.search(condition) for condition in (site.assert_condition or "", *site.conditions)):
+                return False
+    return not match.scopes or entry.scope in match.scopes
 
 
-@dataclass(frozen=True, slots=True)
 class Patterns:
-    """A match block's regular expressions, compiled once for every error it is held against."""
+    """A match block's regular expressions and globs, compiled once for every error it is held
+    against; whether a path matches is remembered, as an error's files are shared by many."""
 
-    message: re.Pattern | None
-    condition: re.Pattern | None
+    __slots__ = ("message", "condition", "paths", "functions", "_paths_seen")
+
+    def __init__(self, match: FamilyMatch) -> None:
+        self.message, self.condition = (re.compile(text) if text else None for text in (match.message, match.condition))
+        self.paths, self.functions = (_globs(globs) for globs in (match.paths, match.functions))
+        self._paths_seen: dict[str, bool] = {}
 
     @classmethod
     def of(cls, match: FamilyMatch) -> Patterns:
-        return cls(*(re.compile(text) if text else None for text in (match.message, match.condition)))
+        return cls(match)
+
+    def path_matches(self, path: str) -> bool:
+        found = self._paths_seen.get(path)
+        if found is None:
+            found = self._paths_seen[path] = self.paths.fullmatch(path) is not None
+        return found
+
+
+def _globs(globs: tuple[str, ...]) -> re.Pattern | None:
+    """Globs as one regular expression (`fnmatch`'s rules: `*` crosses folders), or None."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(glob)})" for glob in globs)) if globs else None
 
 
 def members(families: Iterable[Family], entries: Iterable[ErrorEntry]) -> dict[str, tuple[str, ...]]:
-    """By family name, the ids of every error it claims, whether or not it has an entry, sorted."""
+    """By family name, the ids of every error it claims, whether or not it has an entry, sorted.
+
+    A build holds every family against some 27,000 errors, so each family is held only against
+    the errors its exceptions and kinds allow and, when it names paths, only those whose first
+    location starts with the literal part of one of its globs (`Candidates`)."""
     families = tuple(families)
-    patterns = {family.name: Patterns.of(family.match) for family in families}
-    found: dict[str, list[str]] = {family.name: [] for family in families}
-    for entry in entries:
-        for family in families:
-            if claims(family.match, entry, patterns[family.name]):
-                found[family.name].append(entry.id)
-    return {name: tuple(sorted(ids)) for name, ids in found.items()}
+    candidates = Candidates(entries)
+    found = {}
+    for family in families:
+        patterns = Patterns.of(family.match)
+        found[family.name] = tuple(
+            sorted(entry.id for entry in candidates.of(family.match) if claims(family.match, entry, patterns))
+        )
+    return found
+
+
+class Candidates:
+    """The errors, indexed so that a match block is held only against those it may claim."""
+
+    def __init__(self, entries: Iterable[ErrorEntry]) -> None:
+        self._by_path = sorted(entries, key=lambda entry: entry.sites[0].path)
+        self._paths = [entry.sites[0].path for entry in self._by_path]
+
+    def of(self, match: FamilyMatch) -> Iterable[ErrorEntry]:
+        if match.paths:
+            chosen: dict[str, ErrorEntry] = {}
+            for glob in match.paths:
+                prefix = _WILDCARD.split(glob, 1)[0]
+                start = bisect.bisect_left(self._paths, prefix)
+                end = bisect.bisect_left(self._paths, prefix + "\U0010ffff", start)
+                chosen.update((entry.id, entry) for entry in self._by_path[start:end])
+            found: Iterable[ErrorEntry] = chosen.values()
+        else:
+            found = self._by_path
+        if match.exceptions:
+            found = [entry for entry in found if (entry.exception or "") in match.exceptions]
+        if match.kinds:
+            found = [entry for entry in found if entry.kind in match.kinds]
+        return found
+
+
+# Where a glob's literal part ends: its first wildcard.
+_WILDCARD = re.compile(r"[*?\[]")
 
 
 @dataclass(frozen=True, slots=True)
