@@ -195,6 +195,7 @@ class CoverageRow(TypedDict):
 
 class CoveragePage(Page):
     curated: int
+    family: int
     total: int
     percent: str
     modules: list[CoverageRow]
@@ -656,6 +657,7 @@ def render_coverage(coverage, info: SiteInfo, env: jinja2.Environment | None = N
     context = CoveragePage(
         **page,
         curated=coverage.curated,
+        family=coverage.family,
         total=coverage.total,
         percent=f"{coverage.percent:.1f}",
         modules=[

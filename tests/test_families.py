@@ -311,6 +311,8 @@ def test_a_family_text_change_rewrites_exactly_its_members_and_a_rebuild_equals_
     member = f"errors/{DIVISIBLE_ID}/index.html"
     assert "About this family of errors: Sizes that must divide evenly" in before[member].decode()
     assert json.loads(before[f"api/errors/{DIVISIBLE_ID}.json"])["family"]["explanation"] == "The heads do not split evenly."
+    assert json.loads(before["api/coverage.json"])["family"] == 1
+    assert "1 more are explained by\nthe family of errors they belong to" in before["coverage/index.html"].decode()
 
     path.write_text(family_file("divisible", 'message: "divisible by tp_size"', explanation="The heads must split evenly over the GPUs."))
     run("site")
