@@ -162,7 +162,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         stamp.clear()
         # Coverage counts what users can hit: errors of the product, not of SGLang's own tests.
         coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id), families)
-        files = site_files(articles, unchanged, info, [browse, search, shared], coverage, jobs, found, inputs.cache_dir)
+        files = site_files(articles, unchanged, info, [browse, search, shared, partial(render.render_families, family_members(families, by_id), info)], coverage, jobs, found, inputs.cache_dir)
         written = write_site(files, inputs.out, hashes, spare)
         manifest.save(digests, written.hashes, written.spare)
         if written.spare is None:
@@ -264,6 +264,14 @@ def family_texts(folder: Path, entries: tuple[ErrorEntry, ...], curated: Mapping
         return {}
     located = audit.located_evidence({family.name: family for family in found}, source)
     return family_of((located[family.name] for family in found), entries, curated)
+
+
+def family_members(families: Mapping[str, model.Family], by_id: Mapping[str, ErrorEntry]) -> dict[str, tuple[model.Family, list[tuple[str, str]]]]:
+    """For the family pages: by name, each family and the (id, title) of the errors it explains."""
+    members: dict[str, tuple[model.Family, list[tuple[str, str]]]] = {}
+    for error, family in sorted(families.items()):
+        members.setdefault(family.name, (family, []))[1].append((error, by_id[error].title))
+    return members
 
 
 def article_state_path(cache_dir: Path) -> Path:

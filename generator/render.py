@@ -14,7 +14,7 @@ import posixpath
 import re
 import urllib.parse
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypedDict
@@ -29,7 +29,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from generator import api
-from generator.model import Article, Change, Evidence, ListedError, Location, Placeholder, Site, Upstream
+from generator.model import Article, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Upstream
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -167,6 +167,22 @@ class ErrorPage(Page):
     moved_to: tuple[str, str] | None
     scaffold: str
     exception_url: str
+
+
+class FamilyPage(Page):
+    family: Family
+    explanation: Markup
+    trigger: Markup | None
+    solutions: list[tuple[str, Markup]]
+    situations: list[Markup]
+    example_before: Markup | None
+    example_after: Markup | None
+    evidence: list[tuple[str, Evidence]]
+    members: list[tuple[str, str]]
+
+
+class FamiliesPage(Page):
+    families: list[tuple[str, str, int]]
 
 
 class ListPage(Page):
@@ -645,6 +661,37 @@ def render_shared(
     for static in sorted((TEMPLATES / "static").rglob("*")):
         if static.is_file():
             yield "static/" + static.relative_to(TEMPLATES / "static").as_posix(), static.read_bytes()
+
+
+def render_families(members: Mapping[str, tuple[Family, Sequence[tuple[str, str]]]], info: SiteInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
+    """A page per family (`families/<name>/`): its text and the errors it explains, linked;
+    and the list of families. `members` maps a family's name to it and the (id, title) of each
+    error whose page shows it."""
+    env = env or environment()
+    template = env.get_template("family.html")
+    for name, (family, errors) in sorted(members.items()):
+        path = f"families/{name}/index.html"
+        root = _root(path)
+        fix = family.example_fix
+        context = FamilyPage(
+            **_page(path, info, shorten(family.title, 70) + " \u2014 SGLang errors", f"A family of SGLang errors: {shorten(family.title, 120)}"),
+            family=family,
+            explanation=markdown(family.explanation),
+            trigger=markdown(family.trigger) if family.trigger else None,
+            solutions=[(solution.title, markdown(solution.body)) for solution in family.solutions],
+            situations=[markdown(situation) for situation in family.situations],
+            example_before=highlight_code(fix.before, fix.language) if fix else None,
+            example_after=highlight_code(fix.after, fix.language) if fix else None,
+            evidence=[(info.upstream.url(e.path, e.line), e) for e in family.evidence],
+            members=sorted((f"{root}errors/{error}/", shorten(title)) for error, title in errors),
+        )
+        yield path, html_bytes(template.render(context))
+    path = "families/index.html"
+    listing = FamiliesPage(
+        **_page(path, info, "Families of SGLang errors", "Groups of SGLang errors that share a cause, each explained once."),
+        families=[(f"{name}/", family.title, len(errors)) for name, (family, errors) in sorted(members.items())],
+    )
+    yield path, html_bytes(env.get_template("families.html").render(listing))
 
 
 def render_coverage(coverage, info: SiteInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:

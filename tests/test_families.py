@@ -199,7 +199,7 @@ def test_a_member_page_shows_its_family_text_escaped_and_its_document_says_not_c
         article(["bad size"]), family=family("divisible", explanation="Heads <script>alert(1)</script> split **unevenly**.")
     )
     html = page(member)
-    assert "About this family of errors: The divisible family" in html
+    assert 'About this family of errors: <a href="../../families/divisible/">The divisible family</a>' in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
     assert "<strong>unevenly</strong>" in html
     assert "No explanation has been written for this error yet" not in html
@@ -309,10 +309,13 @@ def test_a_family_text_change_rewrites_exactly_its_members_and_a_rebuild_equals_
     run("site")
     before = files_of(tmp_path / "site")
     member = f"errors/{DIVISIBLE_ID}/index.html"
-    assert "About this family of errors: Sizes that must divide evenly" in before[member].decode()
     assert json.loads(before[f"api/errors/{DIVISIBLE_ID}.json"])["family"]["explanation"] == "The heads do not split evenly."
     assert json.loads(before["api/coverage.json"])["family"] == 1
-    assert "1 more are explained by\nthe family of errors they belong to" in before["coverage/index.html"].decode()
+    assert '1 more are explained by\nthe <a href="../families/">family of errors</a>' in before["coverage/index.html"].decode()
+    assert 'About this family of errors: <a href="../../families/divisible/">Sizes that must divide evenly</a>' in before[member].decode()
+    family_page = before["families/divisible/index.html"].decode()
+    assert f'<li><a href="../../errors/{DIVISIBLE_ID}/">heads {{heads}} must be divisible by tp_size {{tp_size}}</a></li>' in family_page
+    assert "The heads do not split evenly." in family_page and "Sizes that must divide evenly" in before["families/index.html"].decode()
 
     path.write_text(family_file("divisible", 'message: "divisible by tp_size"', explanation="The heads must split evenly over the GPUs."))
     run("site")
@@ -320,7 +323,19 @@ def test_a_family_text_change_rewrites_exactly_its_members_and_a_rebuild_equals_
     changed = {p for p in after if after[p] != before.get(p)}
     per_error = {p for p in changed if p.startswith(("errors/", "api/errors/")) and p != "api/errors/index.json"}
     assert per_error == {member, f"api/errors/{DIVISIBLE_ID}.json"}
+    assert "families/divisible/index.html" in changed
     assert "The heads must split evenly over the GPUs." in after[member].decode()
 
     run("fresh", cache="fresh-cache")
     assert files_of(tmp_path / "fresh") == after
+
+
+def test_a_family_page_shows_its_text_escaped_and_links_its_members():
+    from generator import render
+
+    hostile = family("divisible", explanation="Heads <img src=x onerror=alert(1)> split **unevenly**.")
+    files = dict(render.render_families({"divisible": (hostile, [("0123456789abcdef", "bad <size>")])}, render.SiteInfo(UPSTREAM, "https://kb.example.org/", "https://example.org/report")))
+    page = files["families/divisible/index.html"].decode()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+    assert '<li><a href="../../errors/0123456789abcdef/">bad &lt;size&gt;</a></li>' in page
+    assert '<a href="divisible/">The divisible family</a> <span class="count">1</span>' in files["families/index.html"].decode()
