@@ -191,6 +191,16 @@ def test_every_problem_of_a_family_file_is_named_with_its_line(text, problems):
     assert [f"{p.line}: '{p.field}': {p.problem}" for p in found] == problems
 
 
+def test_the_readme_family_example_is_a_valid_family():
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "content" / "README.md").read_text()
+    example = readme.split("## Families", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    parsed, problems = parse_family(example, "content/families/attention-heads-tp.yaml")
+    assert problems == []
+    assert parsed.curated.match.paths == ("python/sglang/srt/models/*",)
+
+
 # -- Pages and documents ---------------------------------------------------------------------------
 
 
