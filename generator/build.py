@@ -389,8 +389,8 @@ class ArticleState:
         self.candidates: dict[str, str] = {}
         self.inputs: dict[str, str] = {}
         self.curated: dict[str, Curated] = {}
-        # By id, the family whose text its page shows.
-        self.families: dict[str, model.Family] = {}
+        # By id, a digest of the family whose text its page shows.
+        self.families: dict[str, str] = {}
         self.digests: dict[str, str] = {}
         # The ledger's code fingerprint of each active error (`history.code_fingerprint`).
         self.codes: dict[str, str] = {}
@@ -477,9 +477,15 @@ class ArticleState:
         }
         dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
         dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))
-        families = families or {}
+        # Each family as a short digest, made once: the state is pickled without a memo, so a
+        # record held by thousands of ids would be written thousands of times.
+        texts: dict[str, str] = {}
+        families = {
+            error: texts.get(family.name) or texts.setdefault(family.name, hashlib.blake2b(repr(family).encode(), digest_size=8).hexdigest())
+            for error, family in (families or {}).items()
+        }
         dirty.update(error for error in families.keys() | self.families.keys() if families.get(error) != self.families.get(error))
-        self.inputs, self.curated, self.families = inputs, dict(curated), dict(families)
+        self.inputs, self.curated, self.families = inputs, dict(curated), families
         return dirty & (self.paths.keys() | inactive)
 
 
