@@ -1,14 +1,16 @@
 """`errorkb check`: is the curated content valid, still true (its evidence quoted from the code
-at the pinned revision), and how much is there?
+at the pinned revision), and how much is there? Families (`content/families/`) are checked as
+entries are, and each is listed with its members; one that matches nothing, or two that claim
+an error without different priorities, are invalid content.
 
 With `--run-examples`, each entry's example fix that is a server command is also run against
 the pinned SGLang release (`generator.examples`), one line per entry, and the fresh record of
 what reproduced is held against `content/reproduced.json` (`--write` stores it instead).
 
-Exit codes: 0 all good; 1 invalid content (every problem listed); 3 valid, but some entries are
-orphaned or stale (stale ones pass with `--allow-stale`); 4 an example that ran failed (these pass
-with `--allow-failing-examples`), or the stored record of reproduced examples is not what this run
-found.
+Exit codes: 0 all good; 1 invalid content (every problem listed, conflicting or empty families
+included); 3 valid, but some entries are orphaned or stale (stale ones pass with `--allow-stale`);
+4 an example that ran failed (these pass with `--allow-failing-examples`), or the stored record of
+reproduced examples is not what this run found.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ def add_parser(subcommands) -> None:
     parser = subcommands.add_parser(
         "check",
         help="validate curated content against upstream; print coverage, stale and orphaned entries",
-        description="Validate every content file (schema, message against its id's template, links, "
-        "flags and their values, code blocks), list entries whose code changed since they were "
-        "written (stale) and files whose id no longer exists (orphaned), and print coverage.",
-        epilog="Exit codes: 0 ok; 1 invalid content; 3 orphaned or stale entries; 4 an example failed, or "
+        description="Validate every content file and family (schema, message against its id's template, links, "
+        "flags and their values, code blocks, evidence), list entries whose code changed since they were "
+        "written (stale) and files whose id no longer exists (orphaned), list each family's members, and "
+        "print coverage (by an entry, by a family, neither).",
+        epilog="Exit codes: 0 ok; 1 invalid content (or families that conflict or match nothing); 3 orphaned or stale entries; 4 an example failed, or "
         "content/reproduced.json differs from this run of them (--run-examples).",
     )
     add_source_options(parser)
