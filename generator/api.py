@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from generator.model import Article, Change, ListedError, Upstream
+from generator.model import Article, Change, Curated, Family, ListedError, Upstream
 
 SCHEMA_VERSION = 1
 
@@ -68,27 +68,12 @@ def error_document(article: Article, upstream: Upstream) -> dict:
             }
             for setting in article.settings
         ],
-        "explanation": curated.explanation if curated else None,
-        "solutions": [{"title": s.title, "body": s.body} for s in curated.solutions] if curated else [],
-        "example_fix": (
-            {
-                "before": curated.example_fix.before,
-                "after": curated.example_fix.after,
-                "language": curated.example_fix.language,
-                "reproduced_with": curated.example_fix.reproduced_with,
-            }
-            if curated and curated.example_fix
+        **_texts(curated, article.upstream),
+        "family": (
+            {"name": article.family.name, "title": article.family.title, **_texts(article.family, article.upstream), "trigger": article.family.trigger}
+            if article.family
             else None
         ),
-        "situations": list(curated.situations) if curated else [],
-        "evidence": [
-            {"path": e.path, "line": e.line, "quote": e.quote, "claim": e.claim, "url": article.upstream.url(e.path, e.line)}
-            for e in curated.evidence
-        ]
-        if curated
-        else [],
-        "reports": list(curated.reports) if curated else [],
-        "tags": list(curated.tags) if curated else [],
         "curated": curated is not None,
         "review": bool(curated and curated.review),
         "stale": article.stale,
@@ -103,6 +88,26 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         ),
     }
     return document
+
+
+def _texts(text: Curated | Family | None, upstream: Upstream) -> dict:
+    """The curated text of an entry or of a family, as the document holds it (empty for none)."""
+    fix = text.example_fix if text else None
+    return {
+        "explanation": text.explanation if text else None,
+        "solutions": [{"title": s.title, "body": s.body} for s in text.solutions] if text else [],
+        "example_fix": (
+            {"before": fix.before, "after": fix.after, "language": fix.language, "reproduced_with": fix.reproduced_with} if fix else None
+        ),
+        "situations": list(text.situations) if text else [],
+        "evidence": [
+            {"path": e.path, "line": e.line, "quote": e.quote, "claim": e.claim, "url": upstream.url(e.path, e.line)} for e in text.evidence
+        ]
+        if text
+        else [],
+        "reports": list(text.reports) if text else [],
+        "tags": list(text.tags) if text else [],
+    }
 
 
 def index_document(articles: Sequence[Article | ListedError], upstream: Upstream) -> dict:
@@ -174,6 +179,41 @@ def error_schema(base_url: str) -> dict:
         },
         "additionalProperties": False,
     }
+    # The curated text of the entry, and the same fields of its family.
+    texts = {
+        "explanation": _nullable(_STRING),
+        "solutions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["title", "body"],
+                "properties": {"title": _STRING, "body": _STRING},
+                "additionalProperties": False,
+            },
+        },
+        "example_fix": _nullable(
+            {
+                "type": "object",
+                "required": ["before", "after", "language"],
+                "properties": {"before": _STRING, "after": _STRING, "language": _STRING, "reproduced_with": _nullable(_STRING)},
+                "additionalProperties": False,
+            }
+        ),
+        "situations": _STRINGS,
+        "evidence": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "line", "quote", "claim", "url"],
+                "properties": {
+                    "path": _STRING, "line": _nullable({"type": "integer"}), "quote": _STRING, "claim": _nullable(_STRING), "url": _STRING,
+                },
+                "additionalProperties": False,
+            },
+        },
+        "reports": _STRINGS,
+        "tags": _STRINGS,
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": base_url.rstrip("/") + "/api/schema/error.json",
@@ -181,7 +221,7 @@ def error_schema(base_url: str) -> dict:
         "type": "object",
         "required": [
             "schema_version", "id", "kind", "exception", "message", "upstream", "locations", "trigger",
-            "explanation", "solutions", "example_fix", "situations", "related", "curated", "aliases", "status",
+            "explanation", "solutions", "example_fix", "situations", "related", "curated", "family", "aliases", "status",
         ],
         "properties": {
             "schema_version": {"const": SCHEMA_VERSION},
@@ -214,39 +254,27 @@ def error_schema(base_url: str) -> dict:
                     "additionalProperties": False,
                 },
             },
-            "explanation": _nullable(_STRING),
-            "solutions": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["title", "body"],
-                    "properties": {"title": _STRING, "body": _STRING},
-                    "additionalProperties": False,
-                },
-            },
-            "example_fix": _nullable(
+            **texts,
+            "family": _nullable(
                 {
                     "type": "object",
-                    "required": ["before", "after", "language"],
-                    "properties": {"before": _STRING, "after": _STRING, "language": _STRING, "reproduced_with": _nullable(_STRING)},
+                    "description": "The family of errors that share this error's cause (`content/families/<name>.yaml`), whose "
+                    "text explains it when it has no curated entry of its own; null when it has one, or no family claims it.",
+                    "required": ["name", "title", *texts],
+                    "properties": {
+                        "name": _STRING,
+                        "title": _STRING,
+                        **texts,
+                        "trigger": {**_nullable(_STRING), "description": "When errors of the family happen, in Markdown."},
+                    },
                     "additionalProperties": False,
                 }
             ),
-            "situations": _STRINGS,
-            "evidence": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["path", "line", "quote", "claim", "url"],
-                    "properties": {
-                        "path": _STRING, "line": _nullable({"type": "integer"}), "quote": _STRING, "claim": _nullable(_STRING), "url": _STRING,
-                    },
-                    "additionalProperties": False,
-                },
+            "curated": {
+                "type": "boolean",
+                "description": "Whether the error has a curated entry of its own (`content/errors/<id>.yaml`); false for an "
+                "error explained only by its family (`family`).",
             },
-            "reports": _STRINGS,
-            "tags": _STRINGS,
-            "curated": {"type": "boolean"},
             "review": {"type": "boolean"},
             "stale": _nullable(_STRING),
             "related": {

@@ -30,6 +30,27 @@ def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict
     return load_curated(folder, repo, cache_dir)
 
 
+def family_texts(folder: Path, entries: tuple[ErrorEntry, ...], curated: Mapping[str, Curated], source: Source, cache_dir: Path | None = None) -> dict[str, model.Family]:
+    """By id, the family each error without curated text shows (`families.family_of`), its
+    evidence located at this revision; `ContentError` listing every problem of the family files."""
+    from generator.content import load_families
+    from generator.families import family_of
+
+    found = load_families(folder, cache_dir, source.upstream.repo)
+    if not found:
+        return {}
+    located = audit.located_evidence({family.name: family for family in found}, source)
+    return family_of((located[family.name] for family in found), entries, curated)
+
+
+def family_members(families: Mapping[str, model.Family], by_id: Mapping[str, ErrorEntry]) -> dict[str, tuple[model.Family, list[tuple[str, str]]]]:
+    """For the family pages: by name, each family and the (id, title) of the errors it explains."""
+    members: dict[str, tuple[model.Family, list[tuple[str, str]]]] = {}
+    for error, family in sorted(families.items()):
+        members.setdefault(family.name, (family, []))[1].append((error, by_id[error].title))
+    return members
+
+
 def derive_all(
     state: ArticleState,
     changed: set[str],
@@ -44,6 +65,7 @@ def derive_all(
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
     settings: Mapping[str, model.Setting] | None = None,
+    families: Mapping[str, model.Family] | None = None,
 ) -> DerivedArticles:
     """Every article's page digest (`PageManifest.digests`), deriving again only the articles
     whose inputs changed since the last build (`state`, which found the `changed` entries, is
@@ -52,13 +74,13 @@ def derive_all(
     docstrings: `joined` adds them to those whose pages are rendered."""
     ledger = past.inactive
     state.codes = {error: record.code for error, record in past.records.items() if record.status == "active" and record.code}
-    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings or {})
+    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings or {}, families or {})
     # Read from the changed entries before the ranking is asked for: it may still be under way
     # in the background meanwhile.
     made.read(changed)
     retitled, made.flags = state.update_entries(entries, changed, made.mentions)
     made.related = related()
-    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings)
+    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings, made.families)
     digests = manifest.digests(made.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(made.ids)}
     write_state(cache_dir, "articles", derive.__file__, state)
@@ -79,9 +101,10 @@ class DerivedArticles:
         stale: Mapping[str, str],
         pins: Mapping[str, Upstream],
         settings: Mapping[str, model.Setting] | None = None,
+        families: Mapping[str, model.Family] | None = None,
     ) -> None:
         self.upstream, self.entries, self.curated, self.ledger = upstream, entries, curated, ledger
-        self.stale, self.pins, self.settings = stale, pins, settings or {}
+        self.stale, self.pins, self.settings, self.families = stale, pins, settings or {}, families or {}
         self.flags: frozenset[str] = frozenset()
         self.by_id = {entry.id: entry for entry in entries}
         self.ids = self.by_id.keys() | {record.id for record in ledger}
@@ -108,7 +131,7 @@ class DerivedArticles:
             self.read(todo)
             made = derive.derive_articles(
                 self.entries, self.curated, self.upstream, self.ledger, self.related, self.stale, self.pins,
-                self.triggers, self.mentions, self.flags, todo, self.settings,
+                self.triggers, self.mentions, self.flags, todo, self.settings, self.families,
             )
             self._made.update((article.id, article) for article in made)
         return tuple(self._made[error] for error in sorted(wanted))
@@ -120,7 +143,7 @@ class ArticleState(BlobState):
     digests only the articles whose inputs may have changed and keeps the others' digests.
 
     An active error's article is made from its entry, which changes only with the blob of one
-    of its files (`model.changed_errors`); from its curated text; from its related ids, its
+    of its files (`model.changed_errors`); from its curated text or its family's; from its related ids, its
     pin, its aliases and its stale revision, compared as one string per id (`inputs`); from
     the titles of its related errors; and from the flags any message names
     (`derive.known_flags`), which reach only the errors whose conditions' names would be a flag
@@ -144,6 +167,8 @@ class ArticleState(BlobState):
         self.candidates: dict[str, str] = {}
         self.inputs: dict[str, str] = {}
         self.curated: dict[str, Curated] = {}
+        # By id, a digest of the family whose text its page shows.
+        self.families: dict[str, str] = {}
         self.digests: dict[str, str] = {}
         # The ledger's code fingerprint of each active error (`history.code_fingerprint`).
         self.codes: dict[str, str] = {}
@@ -208,6 +233,7 @@ class ArticleState(BlobState):
         pins: Mapping[str, Upstream],
         upstream: Upstream,
         settings: Mapping[str, model.Setting] | None = None,
+        families: Mapping[str, model.Family] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
         found (`changed`, `retitled`); the state takes in the rest of this build's inputs."""
@@ -230,7 +256,15 @@ class ArticleState(BlobState):
         }
         dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
         dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))
-        self.inputs, self.curated = inputs, dict(curated)
+        # Each family as a short digest, made once: the state is pickled without a memo, so a
+        # record held by thousands of ids would be written thousands of times.
+        texts: dict[str, str] = {}
+        families = {
+            error: texts.get(family.name) or texts.setdefault(family.name, hashlib.blake2b(repr(family).encode(), digest_size=8).hexdigest())
+            for error, family in (families or {}).items()
+        }
+        dirty.update(error for error in families.keys() | self.families.keys() if families.get(error) != self.families.get(error))
+        self.inputs, self.curated, self.families = inputs, dict(curated), families
         return dirty & (self.paths.keys() | inactive)
 
 

@@ -387,10 +387,17 @@ class Coverage:
     curated: int
     total: int
     modules: tuple[ModuleCoverage, ...]
+    # Errors without an entry that a family explains (`families.assign`).
+    family: int = 0
 
     @property
     def percent(self) -> float:
         return 100.0 * self.curated / self.total if self.total else 0.0
+
+    @property
+    def neither(self) -> int:
+        """Errors explained neither by an entry nor by a family."""
+        return self.total - self.curated - self.family
 
     def as_json(self) -> dict:
         """The coverage as the site publishes it: counts overall and per module, sorted."""
@@ -398,6 +405,8 @@ class Coverage:
             "curated": self.curated,
             "total": self.total,
             "percent": round(self.percent, 2),
+            "family": self.family,
+            "neither": self.neither,
             "modules": [{"module": m.module, "curated": m.curated, "total": m.total} for m in self.modules],
         }
 
@@ -412,13 +421,16 @@ def module_of(path: str) -> str:
     return ".".join(parts)
 
 
-def coverage(entries: Iterable[ErrorEntry], curated: Iterable[str]) -> Coverage:
-    """Coverage of `entries` by the curated ids."""
+def coverage(entries: Iterable[ErrorEntry], curated: Iterable[str], families: Iterable[str] = ()) -> Coverage:
+    """Coverage of `entries` by the curated ids, and by the ids a family explains (`families`)."""
     written = set(curated)
+    explained = set(families) - written
+    entries = tuple(entries)
     counts: dict[str, list[int]] = {}
     for entry in entries:
         count = counts.setdefault(module_of(entry.sites[0].path), [0, 0])
         count[0] += entry.id in written
         count[1] += 1
     modules = tuple(ModuleCoverage(name, c, t) for name, (c, t) in sorted(counts.items()))
-    return Coverage(sum(m.curated for m in modules), sum(m.total for m in modules), modules)
+    family = sum(1 for entry in entries if entry.id in explained)
+    return Coverage(sum(m.curated for m in modules), sum(m.total for m in modules), modules, family)

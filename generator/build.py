@@ -85,6 +85,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed))
         # Content: curated entries, carried over from reworded ids, evidence found again.
         curated = audit.located_evidence(history.carry_curated(articles.load_content(inputs.content, repo, inputs.cache_dir), past.records), source)
+        # Each error without an entry of its own shows the text of the family that claims it.
+        families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir)
         stale = articles.stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         # Home, recent changes and the API's index, then the ledger's bytes, in another process.
@@ -97,7 +99,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         from generator.flags import server_arguments, settings_of
 
         pins = history.pinned_upstreams(past.records, upstream)
-        derived = articles.derive_all(state, changed, upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings_of(server_arguments(source)))
+        derived = articles.derive_all(state, changed, upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings_of(server_arguments(source)), families)
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(derived.digests, hashes, spare)
         rendered = derived.articles(derived.digests.keys() - unchanged)
@@ -107,8 +109,9 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         manifest.clear()
         stamp.clear()
         # Render and publish. Coverage counts what users can hit: the product's errors.
-        coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id))
-        files = pages.output_files(rendered, unchanged, info, [browse, search, shared], coverage, jobs, found, inputs.cache_dir)
+        coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id), families)
+        family_pages = partial(render.render_families, articles.family_members(families, by_id), info)
+        files = pages.output_files(rendered, unchanged, info, [browse, search, shared, family_pages], coverage, jobs, found, inputs.cache_dir)
         written = publish(files, inputs.out, hashes, spare)
         manifest.save(derived.digests, written.hashes, written.spare)
         history.save_history(inputs.content, past, upstream, history_files())

@@ -1,4 +1,5 @@
-"""Curated content: one YAML file per error in `content/errors/<id>.yaml`, read and validated.
+"""Curated content: one YAML file per error in `content/errors/<id>.yaml`, and one per family
+of errors in `content/families/<name>.yaml`, read and validated.
 
 Every problem of every file is collected before anything fails:
 `content/errors/<id>.yaml:12: 'solutions[0].body': must not be empty`. The schema and the
@@ -23,9 +24,10 @@ from generator.config import Config
 from generator import model
 from generator.errors import ContentError
 from generator.files import read_cache, write_cache
-from generator.model import Curated
+from generator.model import Curated, Family
 
 ERRORS_FOLDER = "errors"
+FAMILIES_FOLDER = "families"
 DEFAULT_REPO = Config().repo
 ERROR_ID = re.compile(r"[0-9a-f]{16}")
 _WHITESPACE = re.compile(r"\s+")
@@ -49,14 +51,15 @@ class ContentProblem:
 
 @dataclass(frozen=True, slots=True)
 class CuratedFile:
-    """A valid content file: its record, and the line each field's text starts on.
+    """A valid content file: its record (an entry's `Curated`, or a `Family`), and the line
+    each field's text starts on.
 
     `lines` maps a field path (`explanation`, `solutions[1].body`, `example_fix.after`) to the
     1-based line of the first line of its text, so later checks (flags, code blocks) can cite
     the line a problem is on.
     """
 
-    curated: Curated
+    curated: Curated | Family
     lines: tuple[tuple[str, int], ...]
 
     def line(self, field: str, offset: int = 0) -> int:
@@ -95,29 +98,52 @@ def read_content(
     """The valid files under `folder/errors/` by id, and the problems of the others; never raises
     for bad content. A missing folder is no content. With `cache_dir`, what a file's path
     and text parsed to is kept there (`ParsedFiles`)."""
-    errors_folder = folder / ERRORS_FOLDER
-    files: dict[str, CuratedFile] = {}
-    problems: list[ContentProblem] = []
-    if not errors_folder.is_dir():
-        return files, ()
     parsed = ParsedFiles(cache_dir, repo)
-    for path in sorted(errors_folder.iterdir()):
+    files, problems = _read_folder(folder / ERRORS_FOLDER, parsed, "<id>.yaml")
+    parsed.save()
+    return {file.curated.id: file for file in files}, problems
+
+
+def read_families(
+    folder: Path, cache_dir: Path | None = None, repo: str = DEFAULT_REPO
+) -> tuple[dict[str, CuratedFile], tuple[ContentProblem, ...]]:
+    """The valid family files under `folder/families/` by name (each `CuratedFile` holds a
+    `Family`), and the problems of the others, as `read_content` gives them."""
+    parsed = ParsedFiles(cache_dir, repo, FAMILIES_FOLDER)
+    files, problems = _read_folder(folder / FAMILIES_FOLDER, parsed, "<name>.yaml")
+    parsed.save()
+    return {file.curated.name: file for file in files}, problems
+
+
+def load_families(folder: Path, cache_dir: Path | None = None, repo: str = DEFAULT_REPO) -> tuple[Family, ...]:
+    """Every family under `folder/families/`, sorted by name; `ContentError` listing every problem."""
+    files, problems = read_families(folder, cache_dir, repo)
+    if problems:
+        raise ContentError(format_problems(problems))
+    return tuple(files[name].curated for name in sorted(files))
+
+
+def _read_folder(folder: Path, parsed: ParsedFiles, named: str) -> tuple[list[CuratedFile], tuple[ContentProblem, ...]]:
+    files: list[CuratedFile] = []
+    problems: list[ContentProblem] = []
+    if not folder.is_dir():
+        return files, ()
+    for path in sorted(folder.iterdir()):
         if path.name.startswith(".") or path.is_dir():
             continue
         shown = str(path)
         if path.suffix != ".yaml":
-            problems.append(ContentProblem(shown, 1, "", "not a .yaml file; content files are named <id>.yaml"))
+            problems.append(ContentProblem(shown, 1, "", f"not a .yaml file; content files are named {named}"))
             continue
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             problems.append(ContentProblem(shown, 1, "", f"unreadable: {error}"))
             continue
-        curated, found = parsed.parse(text, shown)
+        curated, found = parsed.parse(text, shown, family=folder.name == FAMILIES_FOLDER)
         problems.extend(found)
         if curated is not None:
-            files[curated.curated.id] = curated
-    parsed.save()
+            files.append(curated)
     return files, tuple(problems)
 
 
@@ -127,7 +153,7 @@ class ParsedFiles:
     and importing the libraries that do it, cost more than reading the cache, while content
     rarely changes between builds (bench/README.md). Without `cache_dir`, just parses."""
 
-    def __init__(self, cache_dir: Path | None, repo: str) -> None:
+    def __init__(self, cache_dir: Path | None, repo: str, folder: str = ERRORS_FOLDER) -> None:
         self.repo = repo
         self.known: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
         self.used: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
@@ -139,16 +165,17 @@ class ParsedFiles:
         # never loads pydantic or ruamel.yaml.
         for module in (__file__, find_spec("generator.schema").origin, model.__file__):
             digest.update(Path(module).read_bytes())
-        self.path = cache_dir / "content" / f"{digest.hexdigest()[:32]}.pickle"
+        # One cache per folder: each is saved with only what its own files parsed to.
+        self.path = cache_dir / "content" / f"{digest.hexdigest()[:32]}{'' if folder == ERRORS_FOLDER else '-' + folder}.pickle"
         self.known = read_cache(self.path, dict) or {}
 
-    def parse(self, text: str, path: str) -> tuple[CuratedFile | None, list[ContentProblem]]:
+    def parse(self, text: str, path: str, family: bool = False) -> tuple[CuratedFile | None, list[ContentProblem]]:
         key = (path, text)
         found = self.known.get(key)
         if found is None:
             from generator import schema
 
-            found = schema.parse_curated(text, path, self.repo)
+            found = schema.parse_family(text, path) if family else schema.parse_curated(text, path, self.repo)
         self.used[key] = found
         return found
 

@@ -21,6 +21,7 @@ from generator.cache import BlobState
 from generator.model import (
     Article,
     Curated,
+    Family,
     ErrorEntry,
     LedgerRecord,
     ListedError,
@@ -642,6 +643,7 @@ def derive_articles(
     flags: frozenset[str] | None = None,
     ids: Collection[str] | None = None,
     settings: Mapping[str, model.Setting] | None = None,
+    families: Mapping[str, Family] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id, without
     snippets and docstrings (`with_excerpts` adds them to the pages rendered); with `ids`, only
@@ -652,7 +654,9 @@ def derive_articles(
     which its code changed), `upstream` being used for ids without one; `triggers` maps an id
     to its `derive_trigger` text when already known, `mentions` to its first site's
     `mention_parts`; `flags` are `known_flags` of all the entries when already known;
-    `settings` are the server arguments by flag (`flags.settings_of`), shown for those named.
+    `settings` are the server arguments by flag (`flags.settings_of`), shown for those named;
+    `families` maps an id to the family that explains it (`families.family_of`), shown on the
+    page of an error without curated text of its own.
     """
     related = related if related is not None else related_errors(entries)
     stale = stale or {}
@@ -691,6 +695,7 @@ def derive_articles(
                 aliases=aliases.get(entry.id, ()),
                 stale=stale.get(entry.id),
                 upstream=pinned,
+                family=families.get(entry.id) if families and curated_entry is None else None,
             )
         )
     active = {entry.id for entry in entries}

@@ -366,6 +366,51 @@ class Curated:
 
 
 @record
+class FamilyMatch:
+    """Which errors a family claims: every criterion given must hold (`families.claims`).
+
+    `exceptions` are class names; `message` is a regular expression searched in the template
+    as `errorkb extract` prints it; `paths` are globs over upstream paths and `functions` globs
+    over qualified names, each held by every location of the error; `condition` is a regular
+    expression searched, at every location, in the assert's condition or the guard conditions
+    around the raise; `scopes` and `kinds` restrict to those values; `has_message` to errors
+    with (True) or without (False) text.
+    """
+
+    exceptions: tuple[str, ...] = ()
+    message: str | None = None
+    condition: str | None = None
+    paths: tuple[str, ...] = ()
+    functions: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    has_message: bool | None = None
+
+
+@record
+class Family:
+    """One curated explanation of a group of errors that share a cause, from
+    `content/families/<name>.yaml`: shown on each member's page that has no entry of its own.
+
+    Its text fields mean what `Curated`'s do; `priority` decides between two families that
+    claim one error (the higher wins; None is no priority)."""
+
+    name: str
+    path: str
+    title: str
+    match: FamilyMatch
+    explanation: str
+    solutions: tuple[Solution, ...]
+    example_fix: ExampleFix | None = None
+    situations: tuple[str, ...] = ()
+    trigger: str | None = None
+    tags: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    reports: tuple[str, ...] = ()
+    priority: int | None = None
+
+
+@record
 class LedgerRecord:
     """One id ever published, as the ledger (`content/ledger/`) remembers it.
 
@@ -491,6 +536,8 @@ class Article:
     upstream: Upstream | None = None
     # The server arguments among `mentions`, as upstream declares them at the page's revision.
     settings: tuple[Setting, ...] = ()
+    # The family whose text the page shows, for an active error without curated text of its own.
+    family: Family | None = None
 
     @property
     def sites(self) -> tuple[Site, ...]:

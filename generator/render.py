@@ -14,7 +14,7 @@ import posixpath
 import re
 import urllib.parse
 from collections import Counter, defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypedDict
@@ -29,7 +29,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from generator import api
-from generator.model import Article, Change, Evidence, ListedError, Location, Placeholder, Site, Upstream
+from generator.model import Article, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Upstream
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -157,6 +157,7 @@ class ErrorPage(Page):
     example_after: Markup | None
     reproduced_with: str | None
     trigger: Markup
+    family_trigger: Markup | None
     situations: list[Markup]
     evidence: list[tuple[str, Evidence]]
     reports: list[str]
@@ -166,6 +167,22 @@ class ErrorPage(Page):
     moved_to: tuple[str, str] | None
     scaffold: str
     exception_url: str
+
+
+class FamilyPage(Page):
+    family: Family
+    explanation: Markup
+    trigger: Markup | None
+    solutions: list[tuple[str, Markup]]
+    situations: list[Markup]
+    example_before: Markup | None
+    example_after: Markup | None
+    evidence: list[tuple[str, Evidence]]
+    members: list[tuple[str, str]]
+
+
+class FamiliesPage(Page):
+    families: list[tuple[str, str, int]]
 
 
 class ListPage(Page):
@@ -194,6 +211,7 @@ class CoverageRow(TypedDict):
 
 class CoveragePage(Page):
     curated: int
+    family: int
     total: int
     percent: str
     modules: list[CoverageRow]
@@ -314,6 +332,8 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
     path = f"errors/{article.id}/index.html"
     root = _root(path)
     curated = article.curated
+    # The text shown: the error's own entry, else its family's (`Article.family`).
+    text = curated or article.family
     kind = {"raise": "raised", "assert": "assertion", "warning": "warning"}.get(article.kind, article.kind)
     description = f"{article.exception or 'Error'} ({kind}) in SGLang: {shorten(article.title, 120)}"
     page = _page(path, info, shorten(article.title, 70) + " \u2014 SGLang error", description, f"{root}api/errors/{article.id}.json")
@@ -332,15 +352,16 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         heading=heading_parts(article),
         locations=views[:SNIPPETS_SHOWN],
         more_locations=views[SNIPPETS_SHOWN:],
-        explanation=markdown(curated.explanation if curated else None),
-        solutions=[(solution.title, markdown(solution.body)) for solution in curated.solutions] if curated else [],
-        example_before=highlight_code(curated.example_fix.before, curated.example_fix.language) if curated and curated.example_fix else None,
-        example_after=highlight_code(curated.example_fix.after, curated.example_fix.language) if curated and curated.example_fix else None,
+        explanation=markdown(text.explanation if text else None),
+        solutions=[(solution.title, markdown(solution.body)) for solution in text.solutions] if text else [],
+        example_before=highlight_code(text.example_fix.before, text.example_fix.language) if text and text.example_fix else None,
+        example_after=highlight_code(text.example_fix.after, text.example_fix.language) if text and text.example_fix else None,
         reproduced_with=curated.example_fix.reproduced_with if curated and curated.example_fix else None,
         trigger=markdown(article.trigger) if article.trigger_curated else derived_markdown(article.trigger),
-        situations=[markdown(situation) for situation in curated.situations] if curated else [],
-        evidence=[(article.upstream.url(e.path, e.line), e) for e in curated.evidence] if curated else [],
-        reports=list(curated.reports) if curated else [],
+        family_trigger=markdown(article.family.trigger) if article.family and article.family.trigger else None,
+        situations=[markdown(situation) for situation in text.situations] if text else [],
+        evidence=[(article.upstream.url(e.path, e.line), e) for e in text.evidence] if text else [],
+        reports=list(text.reports) if text else [],
         setting_urls={setting.name: article.upstream.url(setting.path, setting.line) for setting in article.settings},
         docstring=first_doc,
         related=[(f"{root}errors/{related.id}/", shorten(related.title)) for related in article.related],
@@ -631,6 +652,37 @@ def render_shared(
             yield "static/" + static.relative_to(TEMPLATES / "static").as_posix(), static.read_bytes()
 
 
+def render_families(members: Mapping[str, tuple[Family, Sequence[tuple[str, str]]]], info: OutputInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
+    """A page per family (`families/<name>/`): its text and the errors it explains, linked;
+    and the list of families. `members` maps a family's name to it and the (id, title) of each
+    error whose page shows it."""
+    env = env or environment()
+    template = env.get_template("family.html")
+    for name, (family, errors) in sorted(members.items()):
+        path = f"families/{name}/index.html"
+        root = _root(path)
+        fix = family.example_fix
+        context = FamilyPage(
+            **_page(path, info, shorten(family.title, 70) + " \u2014 SGLang errors", f"A family of SGLang errors: {shorten(family.title, 120)}"),
+            family=family,
+            explanation=markdown(family.explanation),
+            trigger=markdown(family.trigger) if family.trigger else None,
+            solutions=[(solution.title, markdown(solution.body)) for solution in family.solutions],
+            situations=[markdown(situation) for situation in family.situations],
+            example_before=highlight_code(fix.before, fix.language) if fix else None,
+            example_after=highlight_code(fix.after, fix.language) if fix else None,
+            evidence=[(info.upstream.url(e.path, e.line), e) for e in family.evidence],
+            members=sorted((f"{root}errors/{error}/", shorten(title)) for error, title in errors),
+        )
+        yield path, html_bytes(template.render(context))
+    path = "families/index.html"
+    listing = FamiliesPage(
+        **_page(path, info, "Families of SGLang errors", "Groups of SGLang errors that share a cause, each explained once."),
+        families=[(f"{name}/", family.title, len(errors)) for name, (family, errors) in sorted(members.items())],
+    )
+    yield path, html_bytes(env.get_template("families.html").render(listing))
+
+
 def render_coverage(coverage, info: OutputInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
     """How many errors have a curated explanation, overall and per module: a page and JSON.
     Modules with the most errors still unexplained come first."""
@@ -641,6 +693,7 @@ def render_coverage(coverage, info: OutputInfo, env: jinja2.Environment | None =
     context = CoveragePage(
         **page,
         curated=coverage.curated,
+        family=coverage.family,
         total=coverage.total,
         percent=f"{coverage.percent:.1f}",
         modules=[

@@ -1,7 +1,8 @@
 """The content schema and the reader of one content file: imported only when a file must really
 be parsed or the schema published, since importing pydantic and ruamel.yaml is slow (bench/README.md).
 
-The schema lives in code (`CuratedSchema`, published as JSON Schema by `curated_json_schema`).
+The schema lives in code (`CuratedSchema`, published as JSON Schema by `curated_json_schema`;
+`FamilySchema` for the files of `content/families/`, which share its text fields, `CuratedText`).
 Files are read with ruamel.yaml's round-trip loader so every problem names the line it is on:
 `content/errors/<id>.yaml:12: 'solutions[0].body': must not be empty`.
 """
@@ -9,9 +10,10 @@ Files are read with ruamel.yaml's round-trip loader so every problem names the l
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ruamel.yaml import YAML
@@ -20,7 +22,7 @@ from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
 from generator.content import DEFAULT_REPO, ERROR_ID, ContentProblem, CuratedFile, markdown_problems, template_key
-from generator.model import Curated, Evidence, ExampleFix, Solution, error_id
+from generator.model import Curated, Evidence, ExampleFix, Family, FamilyMatch, Solution, error_id
 
 SCHEMA_ID = "https://errorkb.example.org/api/schema/curated.json"
 
@@ -71,7 +73,30 @@ class EvidenceSchema(_Strict):
     claim: str | None = Field(default=None, description="What the quote backs, in a few words: `the default is 16`.")
 
 
-class CuratedSchema(_Strict):
+class CuratedText(_Strict):
+    """The curated text an entry and a family share: what it means, when, and the ways out."""
+
+    explanation: Markdown = Field(description="What the error (or every error of the family) means, in two to four sentences.")
+    trigger: Markdown | None = Field(
+        default=None, description="When it happens, in terms of flags and hardware; replaces the trigger derived from the code."
+    )
+    situations: list[Markdown] = Field(
+        default_factory=list, min_length=1, description="Common situations in which users meet it (or them)."
+    )
+    solutions: list[SolutionSchema] = Field(min_length=1, description="Ways out, best first.")
+    example_fix: ExampleFixSchema | None = Field(default=None, description="A before/after command or snippet.")
+    evidence: list[EvidenceSchema] = Field(
+        default_factory=list, description="The lines of code behind the text's claims; `errorkb check` verifies each quote."
+    )
+    reports: list[Annotated[str, Field(pattern=r"^https://\S+$")]] = Field(
+        default_factory=list, description="Public issue threads where users met it, shown as 'Reported in'."
+    )
+    tags: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]] = Field(
+        default_factory=list, description="Lowercase words grouping related errors: `kv-cache`, `lora`..."
+    )
+
+
+class CuratedSchema(CuratedText):
     """The curated explanation of one error: `content/errors/<id>.yaml`."""
 
     id: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")] = Field(
@@ -84,24 +109,6 @@ class CuratedSchema(_Strict):
     message: str | None = Field(
         description="The message template exactly as `errorkb extract` shows it, placeholders as "
         "`{expr}`; null for an error whose message has no literal text."
-    )
-    explanation: Markdown = Field(description="What the error means, in two to four sentences.")
-    trigger: Markdown | None = Field(
-        default=None, description="When it happens, in terms of flags and hardware; replaces the trigger derived from the code."
-    )
-    situations: list[Markdown] = Field(
-        default_factory=list, min_length=1, description="Common situations in which users meet it."
-    )
-    solutions: list[SolutionSchema] = Field(min_length=1, description="Ways out, best first.")
-    example_fix: ExampleFixSchema | None = Field(default=None, description="A before/after command or snippet.")
-    evidence: list[EvidenceSchema] = Field(
-        default_factory=list, description="The lines of code behind the text's claims; `errorkb check` verifies each quote."
-    )
-    reports: list[Annotated[str, Field(pattern=r"^https://\S+$")]] = Field(
-        default_factory=list, description="Public issue threads where users met this error, shown as 'Reported in'."
-    )
-    tags: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")]] = Field(
-        default_factory=list, description="Lowercase words grouping related errors: `kv-cache`, `lora`..."
     )
     fingerprint: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")] | None = Field(
         default=None,
@@ -122,11 +129,64 @@ def curated_json_schema() -> dict:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
 
 
-FIELDS = tuple(CuratedSchema.model_fields)
+OneOrMore = Annotated[str, Field(pattern=r"\S")] | list[Annotated[str, Field(pattern=r"\S")]]
+
+
+class MatchSchema(_Strict):
+    """Which errors a family claims: every criterion given must hold, at least one is given."""
+
+    exception: OneOrMore | None = Field(
+        default=None, description="The exception class, or a list of them, as `errorkb extract` names it (`ValueError`)."
+    )
+    message: NonBlank | None = Field(
+        default=None,
+        description="A Python regular expression searched in the message template as `errorkb extract` prints it "
+        "(placeholders as `{expr}`); errors without literal text never match it.",
+    )
+    condition: NonBlank | None = Field(
+        default=None,
+        description="A Python regular expression searched, at every location of the error, in the condition an "
+        "`assert` checks or the `if` conditions around a raise, as `errorkb extract` prints them.",
+    )
+    path: OneOrMore | None = Field(
+        default=None,
+        description="A glob, or a list of them, over upstream paths (`python/sglang/srt/models/*.py`; `*` crosses "
+        "folders); every location of the error must match one.",
+    )
+    function: OneOrMore | None = Field(
+        default=None,
+        description="A glob, or a list of them, over qualified function names (`ServerArgs._handle_*`); every "
+        "location of the error must match one.",
+    )
+    scope: Literal["product", "test", "benchmark", "example"] | list[Literal["product", "test", "benchmark", "example"]] | None = Field(
+        default=None, description="Only errors of this scope (or these): `product`, `test`, `benchmark`, `example`."
+    )
+    kind: Literal["raise", "assert", "warning"] | list[Literal["raise", "assert", "warning"]] | None = Field(
+        default=None, description="Only errors of this kind (or these): `raise`, `assert`, `warning`."
+    )
+    has_message: bool | None = Field(
+        default=None, description="Only errors whose message has literal text (true) or has none (false)."
+    )
+
+
+class FamilySchema(CuratedText):
+    """A curated explanation of a group of errors that share a cause: `content/families/<name>.yaml`."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")] = Field(
+        description="The family's name: lowercase words joined by hyphens, the same as the file name."
+    )
+    title: NonBlank = Field(description="What the errors of the family have in common, in one line.")
+    match: MatchSchema = Field(description="Which errors belong to the family.")
+    priority: int | None = Field(
+        default=None, description="Of two families that match one error, the one with the higher priority explains it."
+    )
+
+
 _NESTED_FIELDS = {
     "solutions": tuple(SolutionSchema.model_fields),
     "example_fix": tuple(ExampleFixSchema.model_fields),
     "evidence": tuple(EvidenceSchema.model_fields),
+    "match": tuple(MatchSchema.model_fields),
 }
 # Values YAML would read as numbers or booleans unless quoted.
 _QUOTED_FIELDS = ("id", "fingerprint")
@@ -145,43 +205,69 @@ def yaml_round_trip() -> YAML:
 
 def parse_curated(text: str, path: str, repo: str = DEFAULT_REPO) -> tuple[CuratedFile | None, list[ContentProblem]]:
     """One content file's text: its record (None when invalid) and every problem in it."""
+    document, schema, problems = _validated(text, path, CuratedSchema, "an id, message, explanation, ...")
+    if schema is not None:
+        problems.extend(_semantic_problems(schema, document, path, repo))
+    return _file(document, schema, problems, lambda: _record(schema, path))
+
+
+def parse_family(text: str, path: str) -> tuple[CuratedFile | None, list[ContentProblem]]:
+    """One family file's text: its record (a `CuratedFile` holding a `Family`; None when
+    invalid) and every problem in it, as `parse_curated` gives them."""
+    document, schema, problems = _validated(text, path, FamilySchema, "a name, title, match, explanation, ...")
+    if schema is not None:
+        problems.extend(_family_problems(schema, document, path))
+    return _file(document, schema, problems, lambda: _family_record(schema, path))
+
+
+def _validated(text: str, path: str, kind: type[_Strict], fields: str) -> tuple[CommentedMap | None, Any, list[ContentProblem]]:
+    """A file's YAML, checked against `kind`: the document, the schema (None when invalid) and
+    the problems found so far."""
     try:
         document = yaml_round_trip().load(text)
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else 1
         reason = " ".join(str(part) for part in (error.context, error.problem) if part)
-        return None, [ContentProblem(path, line, "", f"not valid YAML: {reason}")]
+        return None, None, [ContentProblem(path, line, "", f"not valid YAML: {reason}")]
     if not isinstance(document, CommentedMap):
-        return None, [ContentProblem(path, 1, "", "expected a mapping of fields (id, message, explanation, ...)")]
-    problems = [ContentProblem(path, line, field, problem) for field, line, problem in _document_problems(document, path)]
+        return None, None, [ContentProblem(path, 1, "", f"expected a mapping of fields ({fields})")]
+    problems = [ContentProblem(path, line, field, problem) for field, line, problem in _document_problems(document, path, kind)]
     lines = _text_lines(document)
     for field, text in _raw_markdown_fields(document):
         for offset, problem in markdown_problems(text):
             problems.append(ContentProblem(path, lines.get(field, 1) + offset, field, problem))
     try:
-        schema = CuratedSchema.model_validate(_plain(document))
+        schema = kind.model_validate(_plain(document))
     except ValidationError as error:
         for detail in error.errors(include_url=False):
             location = detail["loc"]
-            problems.append(ContentProblem(path, _line_of(document, location), _field_name(location), _describe(detail)))
+            problems.append(ContentProblem(path, _line_of(document, location), _field_name(location), _describe(detail, kind)))
         schema = None
-    if schema is not None:
-        problems.extend(_semantic_problems(schema, document, path, repo))
+    return document, schema, problems
+
+
+def _file(document: CommentedMap | None, schema: Any, problems: list[ContentProblem], record) -> tuple[CuratedFile | None, list[ContentProblem]]:
     if problems:
         problems.sort(key=lambda p: (p.line, p.field, p.problem))
         return None, problems
-    assert schema is not None
-    return CuratedFile(_record(schema, path), tuple(sorted(_text_lines(document).items()))), []
+    assert schema is not None and document is not None
+    return CuratedFile(record(), tuple(sorted(_text_lines(document).items()))), []
 
 
-def _document_problems(document: CommentedMap, path: str) -> Iterator[tuple[str, int, str]]:
-    """Problems only the YAML itself shows: quoting, and the file name against the id."""
+def _document_problems(document: CommentedMap, path: str, kind: type[_Strict]) -> Iterator[tuple[str, int, str]]:
+    """Problems only the YAML itself shows: quoting, and the file name against the id (a
+    family's: against its name)."""
+    stem = Path(path).stem
+    if kind is FamilySchema:
+        value = document.get("name")
+        if isinstance(value, str) and value != stem:
+            yield "name", document.lc.value("name")[0] + 1, f"{value!r} does not match the file name {stem}.yaml"
+        return
     for name in _QUOTED_FIELDS:
         value = document.get(name)
         if isinstance(value, str) and not isinstance(value, (DoubleQuotedScalarString, SingleQuotedScalarString)):
             yield name, document.lc.value(name)[0] + 1, 'write it quoted ("...") so YAML never reads it as a number'
-    stem = Path(path).stem
     value = document.get("id")
     if isinstance(value, str) and ERROR_ID.fullmatch(stem) and value != stem:
         yield "id", document.lc.value("id")[0] + 1, f"{value} does not match the file name {stem}.yaml"
@@ -202,6 +288,64 @@ def _semantic_problems(schema: CuratedSchema, document: CommentedMap, path: str,
                 f"exception and message give id {expected}, not {schema.id}: copy the message from "
                 f"`errorkb extract` exactly",
             )
+
+
+def _family_problems(schema: FamilySchema, document: CommentedMap, path: str) -> Iterator[ContentProblem]:
+    """What the schema cannot say of a family: it matches by something, its pattern compiles."""
+    match = schema.match
+    line = document.lc.key("match")[0] + 1
+    if all(getattr(match, name) is None for name in ("exception", "message", "condition", "path", "function")):
+        yield ContentProblem(path, line, "match", "give at least one of exception, message, condition, path, function")
+    for name in ("message", "condition"):
+        pattern = getattr(match, name)
+        if pattern is None:
+            continue
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            yield ContentProblem(path, _line_of(document, ("match", name)), f"match.{name}", f"not a regular expression: {error}")
+
+
+def _family_record(schema: FamilySchema, path: str) -> Family:
+    match = schema.match
+    return Family(
+        name=schema.name,
+        path=path,
+        title=schema.title,
+        match=FamilyMatch(
+            exceptions=_many(match.exception),
+            message=match.message,
+            condition=match.condition,
+            paths=_many(match.path),
+            functions=_many(match.function),
+            scopes=_many(match.scope),
+            kinds=_many(match.kind),
+            has_message=match.has_message,
+        ),
+        priority=schema.priority,
+        **_texts(schema),
+    )
+
+
+def _many(value: str | list[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _texts(schema: CuratedSchema | FamilySchema) -> dict[str, Any]:
+    """The curated text fields an entry and a family share, as the records hold them."""
+    fix = schema.example_fix
+    return {
+        "explanation": schema.explanation,
+        "solutions": tuple(Solution(s.title, s.body) for s in schema.solutions),
+        "example_fix": ExampleFix(fix.before, fix.after, fix.language, tuple(fix.needs)) if fix else None,
+        "situations": tuple(schema.situations),
+        "trigger": schema.trigger,
+        "tags": tuple(schema.tags),
+        "evidence": tuple(Evidence(e.path, e.quote, e.line, e.function, e.claim) for e in schema.evidence),
+        "reports": tuple(schema.reports),
+    }
 
 
 def _raw_markdown_fields(document: CommentedMap) -> Iterator[tuple[str, str]]:
@@ -228,19 +372,10 @@ def _record(schema: CuratedSchema, path: str) -> Curated:
         id=schema.id,
         path=path,
         message=schema.message,
-        explanation=schema.explanation,
-        solutions=tuple(Solution(s.title, s.body) for s in schema.solutions),
-        example_fix=ExampleFix(schema.example_fix.before, schema.example_fix.after, schema.example_fix.language, tuple(schema.example_fix.needs))
-        if schema.example_fix
-        else None,
-        situations=tuple(schema.situations),
-        trigger=schema.trigger,
-        tags=tuple(schema.tags),
-        evidence=tuple(Evidence(e.path, e.quote, e.line, e.function, e.claim) for e in schema.evidence),
-        reports=tuple(schema.reports),
         fingerprint=schema.fingerprint,
         review=schema.review,
         written_for=schema.written_for,
+        **_texts(schema),
     )
 
 
@@ -280,11 +415,12 @@ def _field_name(location: tuple) -> str:
     return name
 
 
-def _describe(detail: dict) -> str:
+def _describe(detail: dict, schema: type[_Strict] = CuratedSchema) -> str:
     """A pydantic error in the words a content writer needs."""
     kind, value, location = detail["type"], detail.get("input"), detail["loc"]
     if kind == "extra_forbidden":
-        known = _NESTED_FIELDS.get(str(location[0]), FIELDS) if len(location) > 1 else FIELDS
+        fields = tuple(schema.model_fields)
+        known = _NESTED_FIELDS.get(str(location[0]), fields) if len(location) > 1 else fields
         close = difflib.get_close_matches(str(location[-1]), known, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else f"; known fields: {', '.join(known)}"
         return "unknown field" + hint

@@ -1,14 +1,16 @@
 """`errorkb check`: is the curated content valid, still true (its evidence quoted from the code
-at the pinned revision), and how much is there?
+at the pinned revision), and how much is there? Families (`content/families/`) are checked as
+entries are, and each is listed with its members; one that matches nothing, or two that claim
+an error without different priorities, are invalid content.
 
 With `--run-examples`, each entry's example fix that is a server command is also run against
 the pinned SGLang release (`generator.examples`), one line per entry, and the fresh record of
 what reproduced is held against `content/reproduced.json` (`--write` stores it instead).
 
-Exit codes: 0 all good; 1 invalid content (every problem listed); 3 valid, but some entries are
-orphaned or stale (stale ones pass with `--allow-stale`); 4 an example that ran failed (these pass
-with `--allow-failing-examples`), or the stored record of reproduced examples is not what this run
-found.
+Exit codes: 0 all good; 1 invalid content (every problem listed, conflicting or empty families
+included); 3 valid, but some entries are orphaned or stale (stale ones pass with `--allow-stale`);
+4 an example that ran failed (these pass with `--allow-failing-examples`), or the stored record of
+reproduced examples is not what this run found.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from generator.audit import (
 )
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
-from generator.content import read_content
+from generator.content import ContentProblem, read_content, read_families
 from generator.errors import EXIT_PARTIAL, ErrorkbError
 from generator.history import load_ledger
 
@@ -39,10 +41,11 @@ def add_parser(subcommands) -> None:
     parser = subcommands.add_parser(
         "check",
         help="validate curated content against upstream; print coverage, stale and orphaned entries",
-        description="Validate every content file (schema, message against its id's template, links, "
-        "flags and their values, code blocks), list entries whose code changed since they were "
-        "written (stale) and files whose id no longer exists (orphaned), and print coverage.",
-        epilog="Exit codes: 0 ok; 1 invalid content; 3 orphaned or stale entries; 4 an example failed, or "
+        description="Validate every content file and family (schema, message against its id's template, links, "
+        "flags and their values, code blocks, evidence), list entries whose code changed since they were "
+        "written (stale) and files whose id no longer exists (orphaned), list each family's members, and "
+        "print coverage (by an entry, by a family, neither).",
+        epilog="Exit codes: 0 ok; 1 invalid content (or families that conflict or match nothing); 3 orphaned or stale entries; 4 an example failed, or "
         "content/reproduced.json differs from this run of them (--run-examples).",
     )
     add_source_options(parser)
@@ -85,19 +88,27 @@ def run(args: argparse.Namespace) -> int:
     source = source_of(args, config)
     entries = entries_of(args, config, source)
     files, invalid = read_content(folder, config.repo)
+    family_files, invalid_families = read_families(folder, repo=config.repo)
     ledger = load_ledger(folder)
+    arguments = server_arguments(source)
+    curated = {error: file.curated for error, file in files.items() if error in entries}
+    assignment = assign_families(family_files, entries, curated)
     problems = [
         *invalid,
+        *invalid_families,
         *extraction_problems(files, entries, ledger),
+        *extraction_problems(family_files, entries, ledger),
         *evidence_problems(files, source),
+        *evidence_problems(family_files, source),
         *review_problems(folder, files),
-        *flag_problems(files, server_arguments(source)),
+        *flag_problems(files, arguments),
+        *flag_problems(family_files, arguments),
+        *(ContentProblem(path, family_files[name].line("match"), "match", problem) for name, path, problem in family_problems(assignment, family_files)),
     ]
     orphans = content_orphans(folder, entries, ledger)
-    curated = {error: file.curated for error, file in files.items() if error in entries}
     current = fingerprints([entries[error] for error in curated], source)
     stale = find_stale(curated, current, source.upstream.revision)
-    covered = coverage([entry for entry in entries.values() if entry.scope == "product"], curated)
+    covered = coverage([entry for entry in entries.values() if entry.scope == "product"], curated, assignment.by_error)
     for line in [*map(str, problems), *map(str, orphans), *map(str, stale)]:
         print(line, file=sys.stderr)
     ran, failed_examples = run_examples(args, config, folder, curated, entries) if args.run_examples else ([], False)
@@ -108,6 +119,16 @@ def run(args: argparse.Namespace) -> int:
             "problems": [str(p) for p in problems],
             "orphans": [{"id": o.id, "path": o.path, "moved_to": o.moved_to} for o in orphans],
             "stale": [{"id": s.id, "path": s.path, "written_for": s.written_for} for s in stale],
+            "families": [
+                {
+                    "name": name,
+                    "path": family_files[name].curated.path,
+                    "title": family_files[name].curated.title,
+                    "members": list(ids),
+                    "explains": [error for error in ids if _explained_by(assignment, error) == name],
+                }
+                for name, ids in sorted(assignment.members.items())
+            ],
         }
         if args.run_examples:
             report["examples"] = [
@@ -116,9 +137,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
         print_coverage(covered, args.modules)
+        print_families(assignment, entries)
     print(
         f"check: {len(files) + len({p.path for p in invalid})} files, {len(problems)} problems, {len(orphans)} orphaned, {len(stale)} stale; "
-        f"{covered.curated}/{covered.total} errors curated ({covered.percent:.2f}%) at {source.upstream.revision}",
+        f"{covered.curated}/{covered.total} errors curated ({covered.percent:.2f}%), {covered.family} more explained by "
+        f"{len(family_files) + len({p.path for p in invalid_families})} families, at {source.upstream.revision}",
         file=sys.stderr,
     )
     if problems:
@@ -172,9 +195,39 @@ def run_examples(args: argparse.Namespace, config, folder: Path, curated: dict, 
     return results, stored_differs or (not args.allow_failing_examples and any(result.failed for result in results))
 
 
+def assign_families(family_files: dict, entries: dict, curated: dict):
+    """Which family explains each error of `entries` that has no entry in `curated`."""
+    from generator.families import assign
+
+    return assign((file.curated for _, file in sorted(family_files.items())), entries.values(), curated)
+
+
+def family_problems(assignment, family_files: dict) -> list[tuple[str, str, str]]:
+    """(name, path, problem) of the families that conflict or claim nothing."""
+    from generator.families import conflict_lines
+
+    families = {name: file.curated for name, file in family_files.items()}
+    by_path = {family.path: name for name, family in families.items()}
+    return [(by_path[path], path, problem) for path, problem in conflict_lines(assignment, families)]
+
+
+def print_families(assignment, entries: dict) -> None:
+    """Each family with how many errors it claims, and how many of them (product errors
+    without an entry) its text explains."""
+    for name, ids in sorted(assignment.members.items()):
+        explains = sum(1 for error in ids if _explained_by(assignment, error) == name and entries[error].scope == "product")
+        print(f"family {name}: {len(ids)} members, explains {explains} product errors")
+
+
+def _explained_by(assignment, error: str) -> str | None:
+    family = assignment.by_error.get(error)
+    return family.name if family is not None else None
+
+
 def print_coverage(covered: Coverage, most: int) -> None:
     """Overall coverage, then the modules with curated entries, most curated first."""
     print(f"coverage: {covered.curated}/{covered.total} errors curated ({covered.percent:.2f}%)")
+    print(f"  explained by an entry: {covered.curated}, by a family: {covered.family}, neither: {covered.neither}")
     shown = sorted((m for m in covered.modules if m.curated), key=lambda m: (-m.curated, m.module))[:most]
     for module in shown:
         print(f"  {module.curated:4d}/{module.total:<5d} {module.module}")
