@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import ErrorkbError
-from generator import model
+from generator.cache import BlobState
 from generator.model import ErrorEntry, Placeholder, Site
 
 INDEX_VERSION = 4
@@ -555,7 +555,7 @@ _json = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":
 _quote = json.encoder.encode_basestring
 
 
-class IndexState:
+class IndexState(BlobState):
     """The search index with what it was made from, kept between builds so that the next
     revision's index is made by taking out and putting in only the errors whose files changed
     (`update` with the blob shas): the same files as made from scratch, for the work of a few
@@ -606,8 +606,7 @@ class IndexState:
         the entries were extracted from. With the blobs of the last update, only the errors
         with a site in a file whose blob changed are taken out and put in again, since an
         error is made from its sites alone; without (None), everything is made again."""
-        changed = model.changed_errors(self.paths, self.blobs, entries, blobs) if blobs is not None and self.blobs is not None else None
-        self.blobs = dict(blobs) if blobs is not None else None
+        changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
         put = [entry for entry in entries if entry.id in changed]

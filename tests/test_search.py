@@ -7,7 +7,6 @@ import json
 import math
 import re
 import textwrap
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -205,9 +204,7 @@ def test_traceback_frame_from_another_release_still_needs_the_function(small: Se
 
 def test_a_long_log_is_read_from_its_end(small: SearchIndex) -> None:
     noise = "".join(f"[2026-01-01 00:00:{n % 60:02d}] step {n}: throughput {n * 7} tok/s word{n}\n" for n in range(20_000))
-    started = time.perf_counter()
     results = lookup(noise + "ValueError: Unsupported fp8_e5m2\n", small)
-    assert time.perf_counter() - started < 1.0
     assert results[0].message == "Unsupported {kv_cache_dtype}"
 
 
@@ -602,18 +599,15 @@ def test_source_and_site_indexes_agree(real_entries, real_site) -> None:
 
 
 @pytest.mark.real
-def test_real_index_is_fast_and_small(real_entries, real_site) -> None:
-    started = time.perf_counter()
+def test_real_index_is_small_and_a_paste_loads_little_of_it(real_entries, real_site) -> None:
+    """Sizes, which a browser pays for; how long the index takes to build is measured by the
+    build benchmarks (bench/), not here."""
     files = search_files(real_entries, REPO)
-    built = time.perf_counter() - started
-    assert built < 10, f"building the index took {built:.1f}s"
     assert len(files[f"{INDEX_DIR}/manifest.json"]) < 1_000
     assert max(len(data) for data in files.values()) < 200_000
     for case in pasted_cases():
         index = SearchIndex.of_site(real_site)
-        started = time.perf_counter()
         lookup(case["paste"], index)
-        assert time.perf_counter() - started < 1.0
         loaded = sum((real_site / INDEX_DIR / name).stat().st_size for name in index.loaded)
         # What a browser fetches for one paste (before compression).
         assert loaded < 400_000, (case["paste"][:60], loaded)
