@@ -273,16 +273,28 @@ def evidence_problems(files: Mapping[str, CuratedFile], source: Source) -> tuple
 
 
 REVIEWS_FOLDER = "reviews"
+FAMILY_REVIEWS_FOLDER = "family-reviews"
 
 
-def review_problems(folder: Path, files: Mapping[str, CuratedFile]) -> tuple[ContentProblem, ...]:
-    """Independent reviews (`content/reviews/<id>.yaml`: `id`, `score` 0-3, `reviewer`,
-    `reasons` citing file:line, `problems`) that are malformed, name no curated entry, or score
-    their entry below 2: an entry a reviewer found misleading is not published."""
+def review_problems(folder: Path, files: Mapping[str, CuratedFile], families: Mapping[str, CuratedFile] | None = None) -> tuple[ContentProblem, ...]:
+    """Independent reviews that are malformed, name nothing curated, score what they review
+    below 2 (a text a reviewer found misleading is not published), or are missing: every entry
+    has one in `content/reviews/<id>.yaml` (`id`, `score` 0-3, `reviewer`, `reasons` citing
+    file:line, `problems`), and every family in `content/family-reviews/<name>.yaml` (`family`
+    in place of `id`)."""
+    problems = [*_reviews(folder, REVIEWS_FOLDER, "id", files, "entry", ERRORS_FOLDER)]
+    if families is not None:
+        problems.extend(_reviews(folder, FAMILY_REVIEWS_FOLDER, "family", families, "family", "families"))
+    return tuple(problems)
+
+
+def _reviews(folder: Path, kind: str, key: str, files: Mapping[str, CuratedFile], noun: str, written: str) -> list[ContentProblem]:
     from ruamel.yaml import YAML, YAMLError
 
     problems = []
-    for path in sorted((folder / REVIEWS_FOLDER).glob("*.yaml")):
+    for name in sorted(files.keys() - {path.stem for path in (folder / kind).glob("*.yaml")}):
+        problems.append(ContentProblem(files[name].curated.path, 1, "review", f"no independent review in {folder / kind / name}.yaml; unreviewed, this {noun} is not published (content/README.md: Reviews)"))
+    for path in sorted((folder / kind).glob("*.yaml")):
         where = str(path)
         try:
             review = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
@@ -290,20 +302,20 @@ def review_problems(folder: Path, files: Mapping[str, CuratedFile]) -> tuple[Con
             problems.append(ContentProblem(where, 1, "", f"not valid YAML: {error}".splitlines()[0]))
             continue
         if not isinstance(review, dict):
-            problems.append(ContentProblem(where, 1, "", "not a mapping of id, score, reviewer, reasons"))
+            problems.append(ContentProblem(where, 1, "", f"not a mapping of {key}, score, reviewer, reasons"))
             continue
         score = review.get("score")
-        if review.get("id") != path.stem:
-            problems.append(ContentProblem(where, 1, "id", f"must be the file name's id {path.stem!r}"))
+        if review.get(key) != path.stem:
+            problems.append(ContentProblem(where, 1, key, f"must be the file name's {key} {path.stem!r}"))
         if not isinstance(score, int) or isinstance(score, bool) or not 0 <= score <= 3:
             problems.append(ContentProblem(where, 1, "score", "must be an integer from 0 to 3"))
         elif score < 2 and path.stem in files:
-            problems.append(ContentProblem(where, 1, "score", f"{score}: an entry scored below 2 is not published; fix it and have it reviewed again, or remove it"))
+            problems.append(ContentProblem(where, 1, "score", f"{score}: {'an' if noun[0] in 'aeiou' else 'a'} {noun} scored below 2 is not published; fix it and have it reviewed again, or remove it"))
         if not review.get("reviewer") or not isinstance(review.get("reasons"), list) or not review["reasons"]:
             problems.append(ContentProblem(where, 1, "reasons", "a review names its reviewer and gives its reasons (file:line)"))
         if path.stem not in files:
-            problems.append(ContentProblem(where, 1, "id", f"no curated entry {path.stem} in {folder / ERRORS_FOLDER}"))
-    return tuple(problems)
+            problems.append(ContentProblem(where, 1, key, f"no curated {noun} {path.stem} in {folder / written}"))
+    return problems
 
 
 def located_evidence(curated: Mapping[str, Curated], source: Source) -> dict[str, Curated]:

@@ -99,3 +99,13 @@ def make_repo(root: Path, commits: list[dict[str, str | None]]) -> list[str]:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
         shas.append(sha.stdout.strip())
     return shas
+
+
+def reviewed(content: Path, name: str, family: bool = False) -> None:
+    """An independent review scoring the entry (or family) `name` 3, as `check` requires of
+    everything curated before it is published."""
+    folder, key = ("family-reviews", "family") if family else ("reviews", "id")
+    (content / folder).mkdir(parents=True, exist_ok=True)
+    (content / folder / f"{name}.yaml").write_text(
+        f'{key}: "{name}"\nscore: 3\nreviewer: "tests"\nreasons:\n  - "tests/conftest.py:1: written for the test"\nproblems: []\n'
+    )

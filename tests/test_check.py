@@ -15,7 +15,7 @@ from generator.cli import main
 from generator.extract import extract_source
 from generator.model import error_id
 from tests import conftest
-from tests.conftest import make_repo
+from tests.conftest import make_repo, reviewed
 
 DATA = Path(__file__).parent / "data" / "content"
 KV4 = "78ce936e309db402"
@@ -180,6 +180,7 @@ def test_git_history_edit_marks_stale_and_line_moves_do_not(tmp_path, capsys):
     text = text.replace("  - title: \n    body: |\n", "  - title: Use fp8\n    body: |\n      Use fp8.\n")
     text = text.replace("example_fix:\n  before: |\n\n  after: |\n\n", "")
     path.write_text(text)
+    reviewed(content, error)
     code, err = errorkb("check", at=first)
     assert code == 0, err
     code, err = errorkb("check", at=second)
@@ -237,6 +238,7 @@ def test_evidence_is_checked_by_its_quote_and_linked_where_the_quote_is_now(tmp_
         return code, capsys.readouterr().err
 
     assert errorkb("review", error, at=first)[0] == 0
+    reviewed(content, error)
     code, err = errorkb("check", at=first)
     assert code == 0, err
     assert errorkb("build", "--out", str(tmp_path / "site"), at=second)[0] == 0
@@ -259,10 +261,9 @@ def test_evidence_is_checked_by_its_quote_and_linked_where_the_quote_is_now(tmp_
 @pytest.mark.real
 def test_a_review_below_2_keeps_its_entry_from_passing_check(tmp_path, capsys):
     """Reviews live in content/reviews/<id>.yaml; an entry its independent reviewer scored
-    below 2 fails check, as does a malformed review or one naming no entry."""
+    below 2 fails check, as do a malformed review, one naming no entry, and an entry with none."""
     shutil.copytree(DATA / "stale", tmp_path / "content")
     content = tmp_path / "content"
-    (content / "reviews").mkdir()
     (content / "reviews" / f"{KV4}.yaml").write_text(
         f'id: "{KV4}"\nscore: 1\nreviewer: rev\nreasons:\n  - "python/sglang/srt/server_args.py:1: misses the usual cause"\n'
     )
@@ -276,6 +277,11 @@ def test_a_review_below_2_keeps_its_entry_from_passing_check(tmp_path, capsys):
     (content / "reviews" / f"{KV4}.yaml").write_text((content / "reviews" / f"{KV4}.yaml").read_text().replace("score: 1", "score: 2"))
     code, _, err = run(capsys, "check", "--content", str(content), "--allow-stale")
     assert code == 0, err
+    # Nothing unreviewed is published.
+    (content / "reviews" / f"{KV4}.yaml").unlink()
+    code, _, err = run(capsys, "check", "--content", str(content), "--allow-stale")
+    assert code == 1
+    assert f"{content}/errors/{KV4}.yaml:1: 'review': no independent review in {content}/reviews/{KV4}.yaml" in err
 
 
 def test_a_scaffold_of_a_message_over_several_lines_is_valid_yaml():

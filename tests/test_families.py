@@ -17,7 +17,7 @@ from generator.config import Config
 from generator.families import assign, claims, conflict_lines
 from generator.model import ErrorEntry, Family, FamilyMatch, Site, Solution, Template, error_id
 from generator.schema import parse_family
-from tests.conftest import make_repo
+from tests.conftest import make_repo, reviewed
 from tests.test_render import UPSTREAM, article, page
 
 # -- Matching --------------------------------------------------------------------------------------
@@ -262,6 +262,8 @@ def test_check_lists_families_and_fails_on_conflicts_and_empty_families(tmp_path
     (content / "families").mkdir(parents=True)
     (content / "families" / "divisible.yaml").write_text(family_file("divisible", 'message: "divisible by tp_size"'))
     (content / "families" / "models.yaml").write_text(family_file("models", "path: python/sglang/srt/models/*"))
+    for name in ("divisible", "models", "gone"):
+        reviewed(content, name, family=True)
 
     def check(*argv: str) -> tuple[int, str, str]:
         code = main(["check", *argv, "--source", f"git:{tmp_path / 'repo'}@{sha}", "--content", str(content), "--cache-dir", str(tmp_path / "cache")])
@@ -299,6 +301,14 @@ def test_check_lists_families_and_fails_on_conflicts_and_empty_families(tmp_path
     code, out, err = check()
     assert code == 1
     assert f"{content}/families/models.yaml:11: 'evidence[0]': quote not found in python/sglang/srt/models/llama.py at {sha}" in err
+
+    # A family nobody reviewed is not published, and a review scoring it below 2 keeps it out.
+    (content / "family-reviews" / "models.yaml").unlink()
+    (content / "family-reviews" / "divisible.yaml").write_text((content / "family-reviews" / "divisible.yaml").read_text().replace("score: 3", "score: 1"))
+    code, out, err = check()
+    assert code == 1
+    assert f"{content}/families/models.yaml:1: 'review': no independent review in {content}/family-reviews/models.yaml; unreviewed, this family is not published (content/README.md: Reviews)" in err.splitlines()
+    assert f"{content}/family-reviews/divisible.yaml:1: 'score': 1: a family scored below 2 is not published; fix it and have it reviewed again, or remove it" in err.splitlines()
 
 
 def files_of(site):

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         *extraction_problems(family_files, entries, ledger),
         *evidence_problems(files, source),
         *evidence_problems(family_files, source),
-        *review_problems(folder, files),
+        *review_problems(folder, files, family_files),
         *flag_problems(files, arguments),
         *flag_problems(family_files, arguments),
         *(ContentProblem(path, family_files[name].line("match"), "match", problem) for name, path, problem in family_problems(assignment, family_files)),
