@@ -1,5 +1,6 @@
 """Run in SGLang's own interpreter by `generator.examples`: resolve server argument lists the way
-`python -m sglang.launch_server` does before it loads anything, and say how each one ended.
+`python -m sglang.launch_server` does before it loads anything (`resolve_once()`, then
+`check_server_args()` where the release has it), and say how each one ended.
 
 Standard library only, and nothing from errorkb: this file runs in a venv that has SGLang and
 not errorkb. It reads a JSON list of commands (`{"argv": [...], "environment": {...}}`) on stdin and writes JSON lines on the
@@ -55,7 +56,13 @@ def _resolve(prepare_server_args, argv: list, variables: dict) -> dict:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                prepare_server_args(list(argv)).resolve_once()
+                server_args = prepare_server_args(list(argv))
+                server_args.resolve_once()
+                # The launcher validates the resolved record next, still before it loads
+                # anything (Engine._launch_subprocesses); a release without it skips it.
+                check = getattr(server_args, "check_server_args", None)
+                if check is not None:
+                    check()
             except BaseException as error:  # noqa: BLE001 - SystemExit from argparse included
                 record["exception"] = type(error).__name__
                 record["module"] = type(error).__module__

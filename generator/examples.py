@@ -3,11 +3,11 @@ the entry's error, and does the "after" one not?
 
 Only what SGLang does before it loads anything is run: a `python -m sglang.launch_server` (or
 `sglang serve`) command's arguments are resolved with `prepare_server_args(argv).resolve_once()`
-on the CPU, in a child process (`example_child.py`) of a venv that holds the pinned release and
-what its argument resolution imports (`sglang-requirements.txt`), made once in the user cache.
-Hub model ids are replaced by a folder holding only that model's `config.json`, so nothing is
-downloaded. An example is reported as one of the `OUTCOMES`; one that cannot run says why and
-never counts as passed.
+and checked with `check_server_args()`, as the launcher does, on the CPU, in a child process
+(`example_child.py`) of a venv that holds the pinned release and what its argument resolution
+imports (`sglang-requirements.txt`), made once in the user cache. Hub model ids are replaced by
+a folder holding only that model's `config.json`, so nothing is downloaded. An example is
+reported as one of the `OUTCOMES`; one that cannot run says why and never counts as passed.
 
 What passed is recorded in `content/reproduced.json`, keyed by id, with a digest of the example
 and the entry's fingerprint: a page shows "Reproduced with SGLang <version>" only while both

@@ -24,7 +24,8 @@ CONFIGS = Path(__file__).parent / "data" / "model_configs"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 # The toy's resolution, in upstream's layout: raises the entry's error for `fp4` at
-# line 10, another error for `int2` at line 12, warns for `int8` at line 14, nothing otherwise.
+# line 10, another error for `int2` at line 12, warns for `int8` at line 14, and its check after
+# resolution (the launcher's `check_server_args`) raises for `int3`; nothing otherwise.
 SERVER_ARGS = """\
 import os
 import warnings
@@ -40,6 +41,10 @@ class ServerArgs:
             raise ValueError("Something else went wrong.")
         if "int8" in self.argv:
             warnings.warn(f"Toy int8 cache {self.argv[-3]} is slow.")
+
+    def check_server_args(self):
+        if "int3" in self.argv:
+            raise ValueError("Checked after resolution.")
 
     @staticmethod
     def add_cli_args(parser):
@@ -269,6 +274,13 @@ def test_the_child_resolves_in_one_process_and_restores_the_environment(tmp_path
     assert (resolutions[1].exception, resolutions[1].message) == ("ValueError", "Unsupported KV cache dtype fp4.")
     assert resolutions[1].frames[-1][1:] == (RAISES_AT, "resolve_once")
     assert "TOY_ALLOW_FP4" not in os.environ
+
+
+def test_the_child_runs_the_launchers_check_after_resolution(tmp_path):
+    _, (checked, passed) = examples.resolve_all(toy_python(tmp_path), [command("--kv", "int3", "x", "y"), command("--kv", "fp8", "x", "y")])
+    assert (checked.exception, checked.message) == ("ValueError", "Checked after resolution.")
+    assert checked.frames[-1][2] == "check_server_args"
+    assert passed.exception is None
 
 
 def test_the_pinned_requirements_name_sglang_and_torch():
