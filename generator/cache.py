@@ -1,10 +1,17 @@
-"""The cache: everything slow, kept under the cache folder by content, never by mtime.
+"""The cache layer: everything slow, kept under the cache folder by content, never by mtime.
 
-Two kinds of entry. The per-blob extraction cache (`SiteCache`): one small JSON file per git
-blob sha and extractor version, so a blob that did not change is never parsed again, wherever
-it moved. And values and states a build derives (`cached_values`, `entries_state_path`), each
-under a digest of the code that makes them (`code_digest`), so editing one stage's code never
-invalidates another's. Entries are written atomically; an unreadable entry counts as missing.
+Every entry lives under `<cache>/<name>/<version>`, where the version is a digest of the code
+that makes it (`code_digest`), so editing one stage's code never invalidates another's. Two
+shapes, one API each:
+
+- `Store`: many small entries keyed by content (a blob sha, with what was asked of it): `has`,
+  `get`, `put`. The sites of each file (`SiteCache`) and its highlighted excerpts
+  (`highlight.ExcerptCache`) are stores.
+- `kept`: one value a build keeps whole (`cached_values`, the states of `BlobState`, parsed
+  content, browse pages, the content schema), read with `read_cache` and written with
+  `write_cache`.
+
+Entries are written atomically; an unreadable entry counts as missing.
 """
 
 from __future__ import annotations
@@ -20,27 +27,53 @@ from generator.files import read_cache, state_bytes, write_cache
 from generator.model import ErrorEntry, Placeholder, Site, Template, changed_errors
 
 
-class SiteCache:
+class Store:
+    """Small entries keyed by content under `root/<name>/<version>/`, one JSON file each."""
+
+    def __init__(self, root: Path, name: str, version: str) -> None:
+        self.folder = root / name / version
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def has(self, key: str) -> bool:
+        """Whether there is an entry for `key` (readable or not: see `get`)."""
+        return os.path.isfile(self._path(key))
+
+    def get(self, key: str) -> object | None:
+        """The entry's JSON value; None when there is none or it is unreadable."""
+        try:
+            return json.loads(self._path(key).read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, value: object) -> None:
+        write_cache(self._path(key), json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def kept(cache_dir: Path, name: str, code: Iterable[str], suffix: str = "") -> Path:
+    """Where a value kept whole lives: `<cache>/<name>/<code_digest(code)><suffix>.pickle`."""
+    return cache_dir / name / f"{code_digest(code)}{suffix}.pickle"
+
+
+class SiteCache(Store):
     """Sites (or the reason a file was skipped) for each blob, under `root/sites/<version>/`."""
 
     def __init__(self, root: Path, version: str) -> None:
-        self.folder = root / "sites" / version
-
-    def _path(self, blob_sha: str) -> Path:
-        return self.folder / blob_sha[:2] / f"{blob_sha}.json"
+        super().__init__(root, "sites", version)
 
     def holds(self, blob_sha: str) -> bool:
         """Whether the cache has an entry for the blob (readable or not: see `load`)."""
-        return os.path.isfile(self._path(blob_sha))
+        return self.has(blob_sha)
 
     def load(self, blob_sha: str, path: str) -> tuple[Site, ...] | str | None:
         """The cached sites of a blob placed at `path`, the reason it was skipped, or None."""
+        entry = self.get(blob_sha)
         try:
-            entry = json.loads(self._path(blob_sha).read_bytes())
             if "skipped" in entry:
                 return str(entry["skipped"])
             return tuple(site_from_json(row, path) for row in entry["sites"])
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
+        except (ValueError, KeyError, TypeError, IndexError):
             return None
 
     def store(self, blob_sha: str, result: tuple[Site, ...] | str) -> None:
@@ -48,7 +81,7 @@ class SiteCache:
             entry = {"skipped": result}
         else:
             entry = {"sites": [site_to_json(site) for site in result]}
-        write_cache(self._path(blob_sha), json.dumps(entry, separators=(",", ":")).encode())
+        self.put(blob_sha, entry)
 
 
 def site_to_json(site: Site) -> list:
@@ -119,7 +152,7 @@ def cached_values(
     build did not see: the values stay in the cache by key, under a digest of the `code` that
     computes them (module files, and version strings such as `extractor_version`). Keys are
     hashable records of everything else the value is computed from."""
-    path = cache_dir / name / f"{code_digest(code)}.pickle"
+    path = kept(cache_dir, name, code)
     known = read_cache(path, dict) or {}
     missing = [error for error, key in keys.items() if key not in known]
     fresh = compute(missing) if missing else {}
@@ -174,4 +207,4 @@ def entries_state_path(cache_dir: Path, name: str, module: str) -> Path:
     from generator import model
     from generator.pipeline import extractor_version
 
-    return cache_dir / name / f"state-{code_digest([module, model.__file__, extractor_version()])}.pickle"
+    return kept(cache_dir, name, [module, model.__file__, extractor_version()], suffix="-state")

@@ -9,7 +9,6 @@ parse a file, and a build parses only files new or edited since the last one (`P
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 import re
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from markdown_it import MarkdownIt
 from generator.config import Config
 from generator import model
 from generator.errors import ContentError
+from generator.cache import kept
 from generator.files import read_cache, write_cache
 from generator.model import Curated, Family
 
@@ -160,13 +160,11 @@ class ParsedFiles:
         self.path = None
         if cache_dir is None:
             return
-        digest = hashlib.sha256(f"{repo}\0{package_version('pydantic')}\0{package_version('ruamel.yaml')}\0".encode())
         # The schema module found without importing it: a build whose files are all cached
         # never loads pydantic or ruamel.yaml.
-        for module in (__file__, find_spec("generator.schema").origin, model.__file__):
-            digest.update(Path(module).read_bytes())
+        code = [f"{repo}\0", package_version("pydantic"), package_version("ruamel.yaml"), __file__, find_spec("generator.schema").origin, model.__file__]
         # One cache per folder: each is saved with only what its own files parsed to.
-        self.path = cache_dir / "content" / f"{digest.hexdigest()[:32]}{'' if folder == ERRORS_FOLDER else '-' + folder}.pickle"
+        self.path = kept(cache_dir, "content", code, "" if folder == ERRORS_FOLDER else "-" + folder)
         self.known = read_cache(self.path, dict) or {}
 
     def parse(self, text: str, path: str, family: bool = False) -> tuple[CuratedFile | None, list[ContentProblem]]:

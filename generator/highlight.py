@@ -27,7 +27,7 @@ from pygments.token import Error, Token, Whitespace, _TokenType
 
 from generator import docstrings as docstring_reader
 from generator import workers
-from generator.files import write_cache
+from generator.cache import Store
 from generator.model import ErrorEntry, Site, Snippet, SourceFile
 from generator.progress import Progress
 from generator.upstream import Source
@@ -253,26 +253,19 @@ def excerpter_version() -> str:
     return digest.hexdigest()[:16]
 
 
-class ExcerptCache:
-    """Excerpts per blob and request under `root/excerpts/<version>/`, written atomically; an
-    unreadable entry counts as missing."""
+class ExcerptCache(Store):
+    """Excerpts per blob and request under `root/excerpts/<version>/` (`cache.Store`)."""
 
     def __init__(self, root: Path, version: str) -> None:
-        self.folder = root / "excerpts" / version
-
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
-
-    def has(self, key: str) -> bool:
-        return self._path(key).is_file()
+        super().__init__(root, "excerpts", version)
 
     def load(self, key: str) -> Excerpts | None:
+        entry = self.get(key)
         try:
-            entry = json.loads(self._path(key).read_bytes())
             lines = {int(n): (plain, html) for n, plain, html in entry["lines"]}
             docstrings = {(line, function): doc for line, function, doc in entry["docstrings"]}
             return Excerpts(lines, docstrings)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return None
 
     def store(self, key: str, excerpts: Excerpts) -> None:
@@ -280,7 +273,7 @@ class ExcerptCache:
             "lines": [[n, plain, html] for n, (plain, html) in sorted(excerpts.lines.items())],
             "docstrings": [[line, function, doc] for (line, function), doc in sorted(excerpts.docstrings.items())],
         }
-        write_cache(self._path(key), json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode())
+        self.put(key, entry)
 
 
 def requests_of(entries: tuple[ErrorEntry, ...], paths: Collection[str] | None = None) -> dict[str, Request]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from generator import api, audit, derive, render, workers
 from generator.articles import joined
-from generator.cache import code_digest, read_state, write_state
+from generator.cache import kept, read_state, write_state
 from generator.files import read_cache, state_bytes, write_cache
 from generator.highlight import Excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord
@@ -87,7 +87,7 @@ def content_schema(cache_dir: Path | None = None) -> dict:
     pydantic's version: making it imports pydantic and builds the schema's classes, which a build whose content files are all cached (`content.ParsedFiles`) otherwise skips."""
     if cache_dir is not None:
         code = [find_spec("generator.schema").origin, package_version("pydantic")]
-        path = cache_dir / "schema" / f"{code_digest(code)}.pickle"
+        path = kept(cache_dir, "schema", code)
         document = read_cache(path, dict)
         if document is None:
             document = content_schema()
@@ -105,7 +105,7 @@ def browse_files(entries: tuple[ErrorEntry, ...], info: render.OutputInfo, cache
     the last build are not rendered again (`PageMemo`)."""
     if cache_dir is None:
         return list(render.render_browse(entries, info))
-    memo = PageMemo(cache_dir / "browse" / f"{render.templates_digest()}.pickle")
+    memo = PageMemo(kept(cache_dir, "browse", [render.templates_digest()]))
     files = list(render.render_browse(entries, info, listed=memo.render))
     memo.save()
     return files
