@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygments.lexer import RegexLexer, bygroups, combined, default, include
@@ -90,6 +91,7 @@ def test_tricky_python_gives_pygments_own_tokens():
         assert list(QuickPythonLexer(**OPTIONS).get_tokens(text)) == list(PythonLexer(**OPTIONS).get_tokens(text)), text
 
 
+@pytest.mark.real
 def test_real_sglang_files_give_pygments_own_tokens():
     source = open_source(f"pypi:sglang=={conftest.DEFAULT_VERSION}", Config(), conftest.test_cache_dir())
     files = source.files()[::60]
