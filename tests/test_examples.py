@@ -17,7 +17,7 @@ from generator.cli import main
 from generator.content import load_curated
 from generator.extract import extract_source
 from generator.model import ExampleFix, group_sites
-from tests.conftest import make_repo
+from tests.conftest import make_repo, reviewed
 from tests.test_render import article, curated_with, page
 
 CONFIGS = Path(__file__).parent / "data" / "model_configs"
@@ -172,6 +172,7 @@ def toy_content(tmp_path: Path, before: str, after: str) -> tuple[list[str], Pat
     text = text.replace("  - title: \n    body: |\n", "  - title: Use fp8\n    body: |\n      Use fp8.\n")
     text = text.replace("example_fix:\n  before: |\n\n  after: |\n\n", f"example_fix:\n  before: |\n    {before}\n  after: |\n    {after}\n")
     path.write_text(text)
+    reviewed(content, entry.id)
     return argv, path
 
 
