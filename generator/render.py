@@ -66,6 +66,8 @@ def markdown_renderer() -> MarkdownIt:
 _MARKDOWN = markdown_renderer()
 
 
+# A family's text is shown on thousands of pages: each text is rendered once per process.
+@functools.lru_cache(maxsize=8192)
 def markdown(text: str | None) -> Markup:
     """Curated or derived Markdown as safe HTML: raw HTML shown as text, unsafe links dropped."""
     if not text:
@@ -320,6 +322,7 @@ def _location_view(location: Location, root: str) -> LocationView:
     )
 
 
+@functools.lru_cache(maxsize=2048)
 def highlight_code(code: str, language: str) -> Markup:
     try:
         lexer = get_lexer_by_name(language or "text")
