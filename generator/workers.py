@@ -30,13 +30,13 @@ def cores(jobs: int | None) -> int:
     return jobs or os.cpu_count() or 1
 
 
-def _keep(*given: object) -> None:
+def _keep(parent: int, *given: object) -> None:
     global _GIVEN
     _GIVEN = given
-    _end_with_parent()
+    _end_with_parent(parent)
 
 
-def _end_with_parent() -> None:
+def _end_with_parent(parent: int) -> None:
     """Have the system end this child when the process that started it ends, killed or not:
     an idle worker of a killed build would otherwise wait for work forever. Linux only; elsewhere
     a child still ends when its pool is shut down."""
@@ -48,7 +48,7 @@ def _end_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
-    if os.getppid() == 1:
+    if os.getppid() != parent:
         os._exit(1)  # the parent was gone before the request was made
 
 
@@ -68,7 +68,7 @@ def pool(jobs: int, shared: tuple = (), start: str = "fork") -> ProcessPoolExecu
     page it touched after a fork would be copied."""
     if start == "fork" and not can_fork():
         start = "spawn"
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(start), initializer=_keep, initargs=shared)
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(start), initializer=_keep, initargs=(os.getpid(), *shared))
 
 
 def background(tasks: Sequence[Callable[[], object]], jobs: int | None, size: int) -> list[Callable[[], object]]:

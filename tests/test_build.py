@@ -377,6 +377,21 @@ def test_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
     assert pid_one != os.getpid() or not workers.can_fork()
 
 
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare is not installed")
+def test_workers_run_when_the_build_is_process_1():
+    """In a container errorkb can be process 1; its workers must not take their parent's pid
+    for a sign that it is gone."""
+    script = (
+        "import os\nfrom generator import workers\nrecords = tuple(range(1000))\n"
+        "(task,) = workers.background([lambda: sum(records)], jobs=2, size=len(records))\n"
+        "print(os.getpid(), task())\n"
+    )
+    done = subprocess.run(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(f"cannot make a pid namespace here: {done.stderr[-200:]}")
+    assert done.stdout.split() == ["1", str(sum(range(1000)))], done.stderr[-500:]
+
+
 def test_highlighting_started_early_gives_the_excerpts_of_highlighting_on_demand(tmp_path):
     from generator.highlight import Highlighting, excerpt_blob, excerpts_of
     from generator.model import group_sites
