@@ -178,12 +178,9 @@ class ArticleState(BlobState):
         extracted from `blobs` (path -> blob sha) and their pages digested under the page
         manifest's `salt`, and the paths whose blobs changed; all of them (and None for the
         paths) when the state knows another salt, or nothing."""
-        if salt != self.salt:
-            self.__init__()
-            self.salt = salt
         before = self.blobs
-        changed = self.since(entries, blobs)
-        if changed is None or before is None:
+        changed = self.since(entries, blobs) if salt == self.salt else None
+        if changed is None:
             self.__init__()
             self.salt, self.blobs = salt, dict(blobs)
             return {entry.id for entry in entries}, None
