@@ -30,17 +30,32 @@ def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict
     return load_curated(folder, repo, cache_dir)
 
 
-def family_texts(folder: Path, entries: tuple[ErrorEntry, ...], curated: Mapping[str, Curated], source: Source, cache_dir: Path | None = None) -> dict[str, model.Family]:
-    """By id, the family each error without curated text shows (`families.family_of`), its
-    evidence located at this revision; `ContentError` listing every problem of the family files."""
+def family_texts(
+    folder: Path,
+    entries: tuple[ErrorEntry, ...],
+    curated: Mapping[str, Curated],
+    source: Source,
+    cache_dir: Path | None = None,
+    blobs: Mapping[str, str] | None = None,
+) -> dict[str, model.Family]:
+    """By id, the family each error without curated text shows (`families.assign`), its
+    evidence located at this revision; `ContentError` listing every problem of the family files.
+    With `cache_dir` and the entries' `blobs`, which errors each family claims is kept between
+    builds (`families.FamilyState`)."""
+    from generator import families
     from generator.content import load_families
-    from generator.families import family_of
 
     found = load_families(folder, cache_dir, source.upstream.repo)
     if not found:
         return {}
-    located = audit.located_evidence({family.name: family for family in found}, source)
-    return family_of((located[family.name] for family in found), entries, curated)
+    located = audit.located_evidence({family.name: family for family in found}, source, cache_dir, "family-evidence")
+    found = [located[family.name] for family in found]
+    claimed = None
+    if cache_dir is not None and blobs is not None:
+        state = read_state(cache_dir, "families", families.__file__, families.FamilyState, families.FamilyState)
+        claimed = state.update(found, entries, blobs)
+        write_state(cache_dir, "families", families.__file__, state)
+    return families.assign(found, entries, curated, claimed).by_error
 
 
 def family_members(families: Mapping[str, model.Family], by_id: Mapping[str, ErrorEntry]) -> dict[str, tuple[model.Family, list[tuple[str, str]]]]:

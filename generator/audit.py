@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from generator.cache import cached_values
 from generator.content import ERRORS_FOLDER, ContentProblem, CuratedFile, error_links, markdown_fields, same_message
 from generator.history import resolve
 from generator.model import Curated, ErrorEntry, Evidence, LedgerRecord, Site
@@ -318,15 +319,29 @@ def _reviews(folder: Path, kind: str, key: str, files: Mapping[str, CuratedFile]
     return problems
 
 
-def located_evidence(curated: Mapping[str, Curated], source: Source) -> dict[str, Curated]:
+def located_evidence(curated: Mapping[str, Curated], source: Source, cache_dir: Path | None = None, name: str = "evidence") -> dict[str, Curated]:
     """`curated` with each evidence's `line` where its quote is at `source`'s revision, so a
     page links the line the claim rests on even after upstream moved it; evidence whose quote
-    is gone keeps no line (`check` reports it)."""
+    is gone keeps no line (`check` reports it). With `cache_dir`, each line is kept under
+    `name` by the blob it was found in, the quote and the line given (`cache.cached_values`)."""
     texts = QuotedFiles(source)
+    wanted = {
+        (error, index): (texts.blob(e.path), e.path, e.quote, e.line)
+        for error, entry in curated.items()
+        for index, e in enumerate(entry.evidence or ())
+    }
+
+    def find(keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        return {key: texts.find(curated[key[0]].evidence[key[1]]) for key in keys}
+
+    if cache_dir is None:
+        lines = find(wanted)
+    else:
+        lines = cached_values(cache_dir, name, [__file__], wanted, find)
     located = {}
     for error, entry in curated.items():
         if entry.evidence:
-            entry = replace(entry, evidence=tuple(replace(e, line=texts.find(e)) for e in entry.evidence))
+            entry = replace(entry, evidence=tuple(replace(e, line=lines[error, index]) for index, e in enumerate(entry.evidence)))
         located[error] = entry
     return located
 
@@ -342,6 +357,11 @@ class QuotedFiles:
 
     def exists(self, path: str) -> bool:
         return path in self._by_path
+
+    def blob(self, path: str) -> str | None:
+        """The blob sha of the file at `path`; None when there is none."""
+        file = self._by_path.get(path)
+        return file.blob_sha if file is not None else None
 
     def find(self, evidence: Evidence) -> int | None:
         """The 1-based line where `evidence.quote` starts: of several, the one nearest its

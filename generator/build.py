@@ -84,14 +84,19 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # History: the ledger, with moved and retired ids.
         past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed))
         # Content: curated entries, carried over from reworded ids, evidence found again.
-        curated = audit.located_evidence(history.carry_curated(articles.load_content(inputs.content, repo, inputs.cache_dir), past.records), source)
+        curated = audit.located_evidence(history.carry_curated(articles.load_content(inputs.content, repo, inputs.cache_dir), past.records), source, inputs.cache_dir)
         # Each error without an entry of its own shows the text of the family that claims it.
-        families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir)
+        families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir, blobs)
         stale = articles.stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        # Home, recent changes and the API's index, then the ledger's bytes, in another process.
-        shared, history_files = workers.background(
-            [partial(pages.listed_files, entries, curated, past.inactive, info, past.changes), partial(history.history_files, past.records, past.changes, past.lines)],
+        # Home, recent changes and the API's index, the family pages, then the ledger's bytes,
+        # in another process.
+        shared, family_pages, history_files = workers.background(
+            [
+                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes),
+                partial(pages.family_files, families, by_id, info),
+                partial(history.history_files, past.records, past.changes, past.lines),
+            ],
             jobs,
             len(entries),
         )
@@ -99,7 +104,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         from generator.flags import server_arguments, settings_of
 
         pins = history.pinned_upstreams(past.records, upstream)
-        derived = articles.derive_all(state, changed, upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings_of(server_arguments(source)), families)
+        derived = articles.derive_all(state, changed, upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings_of(server_arguments(source, inputs.cache_dir)), families)
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(derived.digests, hashes, spare)
         rendered = derived.articles(derived.digests.keys() - unchanged)
@@ -110,7 +115,6 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         stamp.clear()
         # Render and publish. Coverage counts what users can hit: the product's errors.
         coverage = audit.coverage([e for e in entries if e.scope == "product"], (k for k in curated if k in by_id), families)
-        family_pages = partial(render.render_families, articles.family_members(families, by_id), info)
         files = pages.output_files(rendered, unchanged, info, [browse, search, shared, family_pages], coverage, jobs, found, inputs.cache_dir)
         written = publish(files, inputs.out, hashes, spare)
         manifest.save(derived.digests, written.hashes, written.spare)

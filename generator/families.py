@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import bisect
 import fnmatch
 
+from generator.cache import BlobState
 from generator.model import ErrorEntry, Family, FamilyMatch
 
 # -- Matching --------------------------------------------------------------------------------------
@@ -145,15 +146,18 @@ def _rank(family: Family) -> tuple[float, str]:
     return (-(family.priority if family.priority is not None else float("-inf")), family.name)
 
 
-def assign(families: Iterable[Family], entries: Iterable[ErrorEntry], curated: Iterable[str] = ()) -> Assignment:
+def assign(
+    families: Iterable[Family], entries: Iterable[ErrorEntry], curated: Iterable[str] = (), claimed: Mapping[str, tuple[str, ...]] | None = None
+) -> Assignment:
     """The family that explains each error that has no curated entry (ids in `curated`), with
     conflicts: an error claimed by several families goes to the one of highest priority, and
     is a conflict unless every claimant has an explicit priority and that one's is the only
     highest. A conflict still gives the error a family (the first by priority, then name), so a
-    build is the same whatever `check` says."""
+    build is the same whatever `check` says. `claimed` is `members(families, entries)` when the
+    caller has it (`FamilyState`)."""
     families = tuple(families)
     by_name = {family.name: family for family in families}
-    claimed = members(families, entries)
+    claimed = dict(claimed) if claimed is not None else members(families, entries)
     by_error: dict[str, list[Family]] = {}
     for name, ids in claimed.items():
         for error in ids:
@@ -176,6 +180,47 @@ def assign(families: Iterable[Family], entries: Iterable[ErrorEntry], curated: I
 def family_of(families: Iterable[Family], entries: Iterable[ErrorEntry], curated: Iterable[str] = ()) -> dict[str, Family]:
     """By id, the family whose text each error without an entry of its own shows."""
     return assign(families, entries, curated).by_error
+
+
+class FamilyState(BlobState):
+    """`members` kept between builds: given the blob shas the entries came from, an update holds
+    the families only against the errors of changed files (`model.changed_errors`), as whether a
+    family claims an error depends on that error's entry alone; new or edited match blocks are
+    held against every error again. The result is what `members` gives."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, str] | None = None
+        self.paths: dict[str, str] = {}
+        self.matches: dict[str, FamilyMatch] = {}
+        self.claimed: dict[str, frozenset[str]] = {}
+
+    def update(self, families: Iterable[Family], entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, tuple[str, ...]]:
+        families = tuple(families)
+        changed = self.since(entries, blobs)
+        matches = {family.name: family.match for family in families}
+        by_id = {entry.id: entry for entry in entries}
+        if changed is None:
+            changed, self.claimed = set(by_id), {}
+        again = [family for family in families if self.matches.get(family.name) != family.match or family.name not in self.claimed]
+        if again:
+            self.claimed.update((name, frozenset(ids)) for name, ids in members(again, entries).items())
+        put = [by_id[error] for error in changed if error in by_id]
+        done = {family.name for family in again}
+        for family in families:
+            if family.name in done:
+                continue
+            patterns = Patterns.of(family.match)
+            kept = self.claimed[family.name] - changed
+            self.claimed[family.name] = kept | {entry.id for entry in put if claims(family.match, entry, patterns)}
+        self.matches = matches
+        self.claimed = {name: self.claimed[name] for name in matches}
+        for error in changed:
+            entry = by_id.get(error)
+            if entry is None:
+                self.paths.pop(error, None)
+            else:
+                self.paths[error] = "\0".join(site.path for site in entry.sites)
+        return {name: tuple(sorted(ids)) for name, ids in self.claimed.items()}
 
 
 def conflict_lines(assignment: Assignment, families: Mapping[str, Family]) -> list[tuple[str, str]]:

@@ -15,11 +15,14 @@ import ast
 import difflib
 import re
 import shlex
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from generator.cache import kept
 from generator.content import ContentProblem, CuratedFile, markdown_fields, markdown_parser
-from generator.model import Setting
+from generator.files import read_cache, state_bytes, write_cache
+from generator.model import Setting, SourceFile
 from generator.upstream import Source
 
 FIELDS_FOLDER = "sglang/srt/arg_groups/fields/"
@@ -90,12 +93,36 @@ def arguments_of_module(text: str, path: str, resolve: Resolver) -> list[Argumen
     return found
 
 
-def server_arguments(source: Source) -> Arguments:
-    """Every server argument of the source (none when it has no `srt/arg_groups/fields/`)."""
+def server_arguments(source: Source, cache_dir: Path | None = None) -> Arguments:
+    """Every server argument of the source (none when it has no `srt/arg_groups/fields/`).
+    With `cache_dir`, the last result is reused while every file it looked for (found or
+    not) has the same blob: a build reads them all only when one of them changed."""
+    files = {file.path: file for file in source.files()}
+    if cache_dir is None:
+        return _read_arguments(source, files, {})
+    path = kept(cache_dir, "arguments", [__file__])
+    # Which files hold the arguments decides what is read: one added or removed is a change.
+    layout = sorted(p for p in files if p.endswith(SERVER_ARGS) or FIELDS_FOLDER in p)
+    stored = read_cache(path, tuple)
+    if stored is not None and stored[0] == layout and all(files[p].blob_sha == sha if p in files else sha is None for p, sha in stored[1].items()):
+        return stored[2]
+    looked: dict[str, str | None] = {}
+    arguments = _read_arguments(source, files, looked)
+    write_cache(path, state_bytes((layout, looked, arguments)))
+    return arguments
+
+
+def _read_arguments(source: Source, files: Mapping[str, SourceFile], looked: dict[str, str | None]) -> Arguments:
+    """`server_arguments` read from the source; `looked` gets the blob of every path it looked
+    for (None: not there)."""
     # Here, not at the top: the extractor imports libcst, which only `check` needs from here.
     from generator.extract import decode_source
 
-    files = {file.path: file for file in source.files()}
+    def read(path: str) -> str | None:
+        file = files.get(path)
+        looked[path] = file.blob_sha if file is not None else None
+        return decode_source(source.read(file)) if file is not None else None
+
     anchor = next((path for path in files if path.endswith(SERVER_ARGS)), None)
     if anchor is None:
         return Arguments.of(())
@@ -105,9 +132,9 @@ def server_arguments(source: Source) -> Arguments:
     def text_of(module: str) -> str | None:
         stem = prefix + module.replace(".", "/")
         for path in (stem + ".py", stem + "/__init__.py"):
-            if path in files:
-                if path not in texts:
-                    texts[path] = decode_source(source.read(files[path]))
+            if path not in texts:
+                texts[path] = read(path)
+            if texts[path] is not None:
                 return texts[path]
         return None
 
@@ -130,7 +157,7 @@ def server_arguments(source: Source) -> Arguments:
     arguments = []
     modules = sorted(p for p in files if p.startswith(prefix + FIELDS_FOLDER)) + [anchor]
     for path in modules:
-        arguments.extend(arguments_of_module(decode_source(source.read(files[path])), path, resolve))
+        arguments.extend(arguments_of_module(read(path), path, resolve))
     return Arguments.of(arguments)
 
 

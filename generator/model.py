@@ -7,6 +7,7 @@ compared and sent between processes unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import operator
 import re
@@ -257,6 +258,7 @@ _BENCHMARK_FOLDER = re.compile(r"(?:^|/)(?:benchmarks?|bench)/")
 _EXAMPLE_FOLDER = re.compile(r"(?:^|/)examples?/")
 
 
+@functools.cache
 def site_scope(path: str) -> str:
     """Whether a file is part of what SGLang runs (`product`) or only of its own tests
     (a `test/`, `tests/` or `testing/` folder, `test_*.py`, `*_test.py`, `conftest.py`),

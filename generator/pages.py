@@ -17,11 +17,11 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from generator import api, audit, derive, render, workers
-from generator.articles import joined
+from generator.articles import family_members, joined
 from generator.cache import kept, read_state, write_state
 from generator.files import read_cache, state_bytes, write_cache
 from generator.highlight import Excerpts
-from generator.model import Article, Change, Curated, ErrorEntry, LedgerRecord
+from generator.model import Article, Change, Curated, ErrorEntry, Family, LedgerRecord
 from generator.progress import Progress
 
 
@@ -123,6 +123,12 @@ def listed_files(
     waiting for them."""
     listed = derive.listed_errors(entries, curated, ledger)
     return list(render.render_shared(listed, info, changes, browse=False))
+
+
+def family_files(families: Mapping[str, Family], by_id: Mapping[str, ErrorEntry], info: render.OutputInfo) -> list[tuple[str, bytes]]:
+    """`render.render_families` of the errors each family explains, as a list, to be made in
+    another process."""
+    return list(render.render_families(family_members(families, by_id), info))
 
 
 class PageMemo:

@@ -14,7 +14,7 @@ from generator import api
 from generator.build import build, inputs_of
 from generator.cli import main
 from generator.config import Config
-from generator.families import assign, claims, conflict_lines
+from generator.families import FamilyState, assign, claims, conflict_lines, members
 from generator.model import ErrorEntry, Family, FamilyMatch, Site, Solution, Template, error_id
 from generator.schema import parse_family
 from tests.conftest import make_repo, reviewed
@@ -129,6 +129,26 @@ def test_each_error_gets_one_family_and_unresolved_claims_conflict(families, exp
     found = assign(families, [A, B])
     assert {error: f.name for error, f in found.by_error.items()} == explained
     assert [(c.first, c.second, c.example, c.count) for c in found.conflicts] == conflicts
+
+
+def test_family_members_kept_between_builds_equal_members_worked_out_from_scratch():
+    def at(error: str, message: str, path: str) -> ErrorEntry:
+        return dataclasses.replace(entry(message, path=path), id=error)
+
+    one, two = "python/sglang/srt/a.py", "python/sglang/srt/b.py"
+    steps = [
+        # (entries, blob of each file, families)
+        ([at("1", "x must be divisible by tp", one), at("2", "y not supported", two)], {one: "a1", two: "b1"}, [family("div", message="divisible")]),
+        # b.py changed: its error now reads "divisible" and another appears in it.
+        ([at("1", "x must be divisible by tp", one), at("2", "y divisible by dp", two), at("3", "z", two)], {one: "a1", two: "b2"}, [family("div", message="divisible")]),
+        # a.py gone, and a family added while another's match block is edited.
+        ([at("2", "y divisible by dp", two), at("3", "z", two)], {two: "b2"}, [family("div", message="by dp"), family("any", exceptions=("ValueError",))]),
+        # Nothing of the upstream changed; a family dropped.
+        ([at("2", "y divisible by dp", two), at("3", "z", two)], {two: "b2"}, [family("any", exceptions=("ValueError",))]),
+    ]
+    state = FamilyState()
+    for entries, blobs, families in steps:
+        assert state.update(families, tuple(entries), blobs) == members(families, entries)
 
 
 def test_an_error_with_its_own_entry_shows_no_family_and_an_empty_family_is_a_failure():

@@ -191,3 +191,48 @@ def test_check_fails_on_wrong_flags_naming_file_and_line(capsys):
         f"{path}:20: 'solutions[1].body': kv_cache_dtyp= is not an SGLang server argument; did you mean kv_cache_dtype?",
         f"{path}:24: 'example_fix.before': --tp is not an SGLang server argument; did you mean --ep?",
     ]
+
+
+class FakeSource:
+    """A source of a few files held in memory, each with its git blob sha."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        from generator.model import SourceFile
+        from generator.upstream import blob_sha
+
+        self.texts = {path: text.encode() for path, text in texts.items()}
+        self._files = tuple(SourceFile(path, blob_sha(data)) for path, data in sorted(self.texts.items()))
+
+    def files(self):
+        return self._files
+
+    def read(self, file) -> bytes:
+        return self.texts[file.path]
+
+
+def test_server_arguments_kept_in_the_cache_follow_every_file_they_were_read_from(tmp_path):
+    from generator.flags import server_arguments
+
+    root = "python/sglang/"
+    field = 'from sglang.srt.arg_groups.choices import BACKENDS\nclass Model(msgspec.Struct):\n    _NS_PATH = "model"\n    backend: A[str, Arg(help="b", choices=BACKENDS)] = "a"\n'
+    texts = {
+        root + "srt/server_args.py": "def add_cli_args(parser):\n    parser.add_argument('--config', type=str)\n",
+        root + "srt/arg_groups/fields/model.py": field,
+        root + "srt/arg_groups/choices.py": 'BACKENDS = ["a", "b"]\n',
+    }
+    steps = [
+        {},
+        {root + "srt/arg_groups/choices.py": 'BACKENDS = ["a", "c"]\n'},  # a module a constant came from
+        {root + "srt/arg_groups/fields/more.py": 'class More:\n    _NS_PATH = "more"\n    tp_size: A[int, "tp"] = 1\n'},  # a new fields file
+        {root + "srt/arg_groups/choices.py": None},  # the constant's module is gone
+        {root + "srt/arg_groups/choices/__init__.py": 'BACKENDS = ["z"]\n'},  # and comes back as a package
+    ]
+    seen = []
+    for step in steps:
+        texts = {path: text for path, text in {**texts, **step}.items() if text is not None}
+        source = FakeSource(texts)
+        cached = server_arguments(source, tmp_path)
+        assert cached == server_arguments(source)
+        seen.append({name: argument.choices for name, argument in cached.by_name.items()})
+    assert [s.get("--backend") for s in seen] == [("a", "b"), ("a", "c"), ("a", "c"), None, ("z",)]
+    assert "--tp-size" in seen[2] and "--tp-size" not in seen[1]
