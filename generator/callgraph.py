@@ -1,0 +1,515 @@
+"""A static call graph of upstream's code: who calls each function, under which conditions, and
+so when in SGLang's life an error is raised (its phase).
+
+Each file gives its facts on its own (`module_facts`: imports, functions, classes, and every
+call or reference to a function inside each function, with the `if` tests around it), kept
+per blob like the sites. `CallGraph` joins them: a call's name is resolved through the
+module's own definitions, its imports (followed through re-exports), `self`/`cls` methods up
+the class's bases, and a method name that only one class defines. What it cannot see
+(registration tables, `getattr` dispatch) it does not guess.
+
+Phases (`PHASES`) are found by walking the graph from SGLang's entry points (`ENTRY_POINTS`):
+a function reached from several takes the phase of the nearest, in the order listed on a tie.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+from collections import deque
+from contextlib import nullcontext
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# When in SGLang's life an error is raised.
+PHASES = ("launch", "load", "request", "serving", "tool", "unreachable")
+
+# The entry points of each phase, as globs of `path:function` (fnmatch rules: `*` crosses
+# folders and dots). These are where the graph starts; what they call is found by the graph.
+# A function that is itself an entry point of several phases takes the first listed.
+ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Argument and environment resolution at start-up: the resolution hooks and ServerArgs.
+    ("launch", (
+        "*/sglang/srt/arg_groups/*:*",
+        "*/sglang/srt/server_args.py:*",
+        "*/sglang/srt/server_args_config_parser.py:*",
+        "*/sglang/launch_server.py:*",
+        # A module's own code runs when it is imported, at start-up.
+        "*:<module>",
+    )),
+    # Validating one client request: the HTTP handlers, the OpenAI/Anthropic/Ollama layers and
+    # their protocol models, and the tokenizer manager's request path.
+    ("request", (
+        "*/sglang/srt/entrypoints/http_server.py:*",
+        "*/sglang/srt/entrypoints/openai/*:*",
+        "*/sglang/srt/entrypoints/anthropic/*:*",
+        "*/sglang/srt/entrypoints/ollama/*:*",
+        "*/sglang/srt/entrypoints/grpc*:*",
+        "*/sglang/srt/managers/io_struct.py:*",
+        "*/sglang/srt/managers/tokenizer_manager.py:TokenizerManager.generate_request",
+        "*/sglang/srt/managers/tokenizer_manager.py:TokenizerManager._tokenize_one_request",
+        "*/sglang/srt/managers/tokenizer_manager.py:TokenizerManager._validate_*",
+        "*/sglang/srt/sampling/sampling_params.py:SamplingParams.verify",
+        "*/sglang/srt/sampling/sampling_params.py:SamplingParams.normalize",
+    )),
+    # Model config, weights, tokenizer, quantization, memory pools, CUDA graphs: what the
+    # model runner and the scheduler do before they serve.
+    ("load", (
+        "*/sglang/srt/model_executor/model_runner.py:ModelRunner.__init__",
+        "*/sglang/srt/model_executor/model_runner.py:ModelRunner.initialize",
+        "*/sglang/srt/model_executor/model_runner.py:ModelRunner.load_model",
+        "*/sglang/srt/model_executor/model_runner.py:ModelRunner.init_*",
+        "*/sglang/srt/model_loader/*:*",
+        "*/sglang/srt/configs/*:*",
+        "*/sglang/srt/models/*:*.__init__",
+        "*/sglang/srt/models/*:*.load_weights",
+        "*/sglang/srt/layers/quantization/*:*.create_weights",
+        "*/sglang/srt/layers/quantization/*:*.process_weights_after_loading",
+        "*/sglang/srt/layers/quantization/*:*.get_quant_method",
+        "*/sglang/srt/layers/quantization/*:*.from_config",
+        "*/sglang/srt/layers/quantization/*:*.__init__",
+        "*/sglang/srt/managers/scheduler.py:Scheduler.__init__",
+        "*/sglang/srt/managers/scheduler.py:run_scheduler_process",
+        "*/sglang/srt/managers/tp_worker.py:*.__init__",
+        "*/sglang/srt/managers/tokenizer_manager.py:TokenizerManager.__init__",
+        "*/sglang/srt/entrypoints/engine.py:*",
+        "*/sglang/srt/utils/hf_transformers*:*",
+        "*/sglang/srt/distributed/parallel_state.py:init_*",
+        "*/sglang/srt/distributed/parallel_state.py:initialize_*",
+    )),
+    # Scheduler, workers, kernels, communication while serving.
+    ("serving", (
+        "*/sglang/srt/managers/scheduler.py:Scheduler.event_loop*",
+        "*/sglang/srt/managers/scheduler.py:Scheduler.run_batch",
+        "*/sglang/srt/managers/scheduler.py:Scheduler.process_input_requests",
+        "*/sglang/srt/managers/scheduler*.py:*",
+        "*/sglang/srt/managers/scheduler_components/*:*",
+        "*/sglang/srt/managers/detokenizer_manager.py:*",
+        "*/sglang/srt/managers/tokenizer_manager.py:*",
+        "*/sglang/srt/models/*:*.forward",
+        "*/sglang/srt/model_executor/*:*.forward*",
+        "*/sglang/srt/disaggregation/*:*",
+    )),
+    # CLI utilities, benchmarks, the client-side frontend language.
+    ("tool", (
+        "*/sglang/lang/*:*",
+        "*/sglang/bench_*:*",
+        "*/sglang/benchmark/*:*",
+        "*/sglang/check_env.py:*",
+        "*/sglang/cli/*:*",
+        "*/sglang/utils.py:*",
+        "*/sglang/global_config.py:*",
+        "*/sglang/api.py:*",
+    )),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A call of (or a reference to) a name inside a function: `callee` as written (`foo`,
+    `self.bar`, `mod.f`), its line, and the `if` tests around it inside the caller, outermost
+    first, an `else` branch's negated."""
+
+    caller: str
+    callee: str
+    line: int
+    conditions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleFacts:
+    """What one file says about functions: its module name, imports (local name -> dotted
+    target), functions (qualified name -> first line), classes (qualified name -> base names
+    as written) and calls."""
+
+    path: str
+    module: str
+    imports: dict[str, str]
+    functions: dict[str, int]
+    classes: dict[str, tuple[str, ...]]
+    calls: tuple[Call, ...]
+
+
+def module_name(path: str) -> str:
+    """`python/sglang/srt/x.py` -> `sglang.srt.x`; a package's `__init__.py` is the package."""
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    if "sglang" in parts:
+        parts = parts[parts.index("sglang") :]
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def module_facts(tree: ast.Module, path: str) -> ModuleFacts:
+    """The facts of one parsed file."""
+    module = module_name(path)
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    collector = _Collector(package)
+    collector.visit(tree)
+    return ModuleFacts(path, module, collector.imports, collector.functions, collector.classes, tuple(collector.calls))
+
+
+class _Collector(ast.NodeVisitor):
+    def __init__(self, package: str) -> None:
+        self.package = package
+        self.imports: dict[str, str] = {}
+        self.functions: dict[str, int] = {}
+        self.classes: dict[str, tuple[str, ...]] = {}
+        self.calls: list[Call] = []
+        self._names: list[str] = []
+        self._function = ""
+        self._conditions: list[str] = []
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.imports[alias.asname] = alias.name
+            else:
+                self.imports[alias.name.split(".")[0]] = alias.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        if node.level:
+            parts = self.package.split(".")
+            parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+            base = ".".join(p for p in (*parts, *([base] if base else [])) if p)
+        for alias in node.names:
+            if alias.name != "*":
+                self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        name = ".".join((*self._names, node.name))
+        self.classes[name] = tuple(_dotted(base) for base in node.bases if _dotted(base))
+        for decorator in node.decorator_list:
+            self._reference(decorator)
+        self._names.append(node.name)
+        outer, self._conditions = self._conditions, []
+        for statement in node.body:
+            self.visit(statement)
+        self._conditions = outer
+        self._names.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        name = ".".join((*self._names, node.name))
+        self.functions.setdefault(name, node.lineno)
+        for decorator in node.decorator_list:
+            self._reference(decorator)
+        self._names.append(node.name)
+        outer, self._function = self._function, name
+        conditions, self._conditions = self._conditions, []
+        for statement in node.body:
+            self.visit(statement)
+        self._names.pop()
+        self._function, self._conditions = outer, conditions
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If) -> None:
+        test = ast.unparse(node.test)
+        self._reference(node.test)
+        self._conditions.append(test)
+        for statement in node.body:
+            self.visit(statement)
+        self._conditions[-1] = f"not ({test})"
+        for statement in node.orelse:
+            self.visit(statement)
+        self._conditions.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _dotted(node.func)
+        if name:
+            self.calls.append(Call(self._function, name, node.lineno, tuple(self._conditions)))
+        else:
+            self.visit(node.func)
+        # A function passed along (a thread target, a callback, `partial(f, ...)`) may run.
+        for argument in (*node.args, *(k.value for k in node.keywords)):
+            if isinstance(argument, (ast.Name, ast.Attribute)):
+                self._reference(argument)
+            else:
+                self.visit(argument)
+
+    def _reference(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            name = _dotted(node)
+            if name:
+                self.calls.append(Call(self._function, name, node.lineno, tuple(self._conditions)))
+        else:
+            self.visit(node)
+
+
+def _dotted(node: ast.AST) -> str:
+    """`a.b.c` for a chain of names; `super().m` as `super.m`; "" for anything else."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super":
+        parts.append("super")
+    else:
+        return ""
+    return ".".join(reversed(parts))
+
+
+# -- The graph -------------------------------------------------------------------------------------
+
+# A function: (path, qualified name).
+Function = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """One call of a function: the calling function, where, and the tests around the call."""
+
+    path: str
+    function: str
+    line: int
+    conditions: tuple[str, ...]
+
+
+# Method names too common to resolve by name alone.
+_COMMON_METHODS = frozenset({"__init__", "__call__", "forward", "get", "run", "update", "close", "start", "stop", "reset", "init", "load", "step", "apply"})
+
+
+class CallGraph:
+    """Every function's callers, from the facts of every file."""
+
+    def __init__(self, facts: Iterable[ModuleFacts]) -> None:
+        self.modules: dict[str, ModuleFacts] = {}
+        for fact in facts:
+            self.modules.setdefault(fact.module, fact)
+        self.by_path = {fact.path: fact for fact in self.modules.values()}
+        # Method name -> the functions that define it, across classes.
+        methods: dict[str, list[Function]] = {}
+        for fact in self.modules.values():
+            for name in fact.functions:
+                owner, _, method = name.rpartition(".")
+                if owner in fact.classes:
+                    methods.setdefault(method, []).append((fact.path, name))
+        self._methods = methods
+        self.callers: dict[Function, list[Caller]] = {}
+        self.callees: dict[Function, set[Function]] = {}
+        for fact in self.modules.values():
+            for call in fact.calls:
+                for target in self.resolve(fact, call.caller, call.callee):
+                    self.callers.setdefault(target, []).append(Caller(fact.path, call.caller, call.line, call.conditions))
+                    self.callees.setdefault((fact.path, call.caller), set()).add(target)
+
+    # -- Resolving names ---------------------------------------------------------------------
+
+    def resolve(self, fact: ModuleFacts, caller: str, callee: str) -> list[Function]:
+        head, _, rest = callee.partition(".")
+        if head in ("self", "cls") and rest and "." not in rest:
+            owner = self._class_of(fact, caller)
+            if owner is not None:
+                found = self._method(fact, owner, rest, set())
+                if found:
+                    return [found]
+            return self._by_method_name(rest)
+        if head == "super" and rest:
+            owner = self._class_of(fact, caller)
+            if owner is not None:
+                for base in fact.classes.get(owner, ()):
+                    located = self._class(fact, base)
+                    if located is not None:
+                        found = self._method(located[0], located[1], rest, set())
+                        if found:
+                            return [found]
+            return []
+        found = self._name(fact, callee, 0)
+        if found:
+            return [found]
+        if rest:
+            return self._by_method_name(callee.rpartition(".")[2])
+        return []
+
+    def _name(self, fact: ModuleFacts, dotted: str, depth: int) -> Function | None:
+        """A dotted name as the module `fact` sees it: its own function or class, an attribute
+        of its own class, or what an import names."""
+        if depth > 4:
+            return None
+        if dotted in fact.functions:
+            return fact.path, dotted
+        if dotted in fact.classes:
+            return self._method(fact, dotted, "__init__", set())
+        head, _, rest = dotted.partition(".")
+        if head in fact.classes and rest and "." not in rest:
+            return self._method(fact, head, rest, set())
+        target = fact.imports.get(head)
+        if target is None:
+            return None
+        return self._global(f"{target}.{rest}" if rest else target, depth + 1)
+
+    def _global(self, dotted: str, depth: int) -> Function | None:
+        """A fully dotted name: the longest module prefix, then the rest inside it."""
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = self.modules.get(".".join(parts[:cut]))
+            if module is not None:
+                return self._name(module, ".".join(parts[cut:]), depth)
+        return None
+
+    def _class(self, fact: ModuleFacts, dotted: str) -> tuple[ModuleFacts, str] | None:
+        """Where a class named as `fact` sees it is defined."""
+        if dotted in fact.classes:
+            return fact, dotted
+        head, _, rest = dotted.partition(".")
+        target = fact.imports.get(head)
+        if target is None:
+            return None
+        full = f"{target}.{rest}" if rest else target
+        parts = full.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = self.modules.get(".".join(parts[:cut]))
+            if module is not None:
+                name = ".".join(parts[cut:])
+                if name in module.classes:
+                    return module, name
+                if name.split(".")[0] in module.imports and module is not fact:
+                    return self._class(module, name)
+                return None
+        return None
+
+    def _method(self, fact: ModuleFacts, owner: str, method: str, seen: set) -> Function | None:
+        """`owner.method`, or the first base class's that defines it."""
+        if (fact.path, owner) in seen:
+            return None
+        seen.add((fact.path, owner))
+        name = f"{owner}.{method}"
+        if name in fact.functions:
+            return fact.path, name
+        for base in fact.classes.get(owner, ()):
+            located = self._class(fact, base)
+            if located is not None:
+                found = self._method(located[0], located[1], method, seen)
+                if found:
+                    return found
+        return None
+
+    def _class_of(self, fact: ModuleFacts, function: str) -> str | None:
+        owner = function
+        while owner:
+            owner = owner.rpartition(".")[0]
+            if owner in fact.classes:
+                return owner
+        return None
+
+    def _by_method_name(self, method: str) -> list[Function]:
+        """The one method of that name in the tree, when only one class defines it."""
+        found = self._methods.get(method, ())
+        return list(found) if len(found) == 1 and method not in _COMMON_METHODS else []
+
+    # -- Walking -----------------------------------------------------------------------------
+
+    def callers_of(self, path: str, function: str, depth: int = 3) -> list[tuple[int, Caller]]:
+        """The callers of a function up to `depth` levels, breadth first: (level, caller)."""
+        found: list[tuple[int, Caller]] = []
+        seen = {(path, function)}
+        frontier = [(path, function)]
+        for level in range(1, depth + 1):
+            following = []
+            for target in frontier:
+                for caller in sorted(self.callers.get(target, ()), key=lambda c: (c.path, c.line, c.function)):
+                    found.append((level, caller))
+                    key = (caller.path, caller.function)
+                    if key not in seen:
+                        seen.add(key)
+                        following.append(key)
+            frontier = following
+        return found
+
+    def phases(self, entry_points: Iterable[tuple[str, Iterable[str]]] = ENTRY_POINTS) -> dict[Function, str]:
+        """Each function's phase: that of the nearest entry point it is reached from (a
+        breadth-first walk from all at once, in the order given on a tie). Functions that
+        nothing reaches are absent."""
+        patterns = [(phase, re.compile("|".join(fnmatch.translate(glob) for glob in globs))) for phase, globs in entry_points]
+        phase_of: dict[Function, str] = {}
+        queue: deque[Function] = deque()
+        functions = [(fact.path, name) for fact in self.modules.values() for name in (*fact.functions, "")]
+        for phase, pattern in patterns:
+            for path, name in functions:
+                if (path, name) not in phase_of and pattern.match(f"{path}:{name or '<module>'}"):
+                    phase_of[path, name] = phase
+                    queue.append((path, name))
+        while queue:
+            current = queue.popleft()
+            for target in sorted(self.callees.get(current, ())):
+                if target not in phase_of:
+                    phase_of[target] = phase_of[current]
+                    queue.append(target)
+        return phase_of
+
+
+def phase_of(graph_phases: Mapping[Function, str], path: str, function: str, scope: str) -> str:
+    """An error's phase from its site: `tool` for code only SGLang's tests, benchmarks or
+    examples run, else the phase of its function (or of its module, at module level), else
+    `unreachable`."""
+    if scope != "product":
+        return "tool"
+    return graph_phases.get((path, function)) or "unreachable"
+
+
+# -- Facts of a source, kept per blob ----------------------------------------------------------------
+
+
+def facts_to_json(facts: ModuleFacts) -> dict:
+    return {
+        "module": facts.module,
+        "imports": facts.imports,
+        "functions": facts.functions,
+        "classes": {name: list(bases) for name, bases in facts.classes.items()},
+        "calls": [[c.caller, c.callee, c.line, list(c.conditions)] for c in facts.calls],
+    }
+
+
+def facts_from_json(data: dict, path: str) -> ModuleFacts:
+    return ModuleFacts(
+        path,
+        data["module"],
+        dict(data["imports"]),
+        dict(data["functions"]),
+        {name: tuple(bases) for name, bases in data["classes"].items()},
+        tuple(Call(caller, callee, line, tuple(conditions)) for caller, callee, line, conditions in data["calls"]),
+    )
+
+
+def source_facts(source, cache_dir, jobs: int | None = None) -> list[ModuleFacts]:
+    """The facts of every Python file of `source`, read only for blobs the cache (`facts`, by
+    blob sha, under a digest of this module) does not hold; files that do not parse are left
+    out (`errorkb build` reports them)."""
+    from generator import workers
+    from generator.cache import Store, code_digest
+
+    store = Store(cache_dir, "facts", code_digest([__file__]))
+    found: list[ModuleFacts] = []
+    missing = []
+    for file in source.files():
+        if not file.path.endswith(".py"):
+            continue
+        data = store.get(file.blob_sha)
+        if isinstance(data, dict) and "module" in data:
+            found.append(facts_from_json(data, file.path))
+        elif not (isinstance(data, dict) and data.get("unparsable")):
+            missing.append(file)
+    batches = [[(file.path, source.read(file)) for file in missing[i : i + 16]] for i in range(0, len(missing), 16)]
+    parallel = workers.cores(jobs) > 1 and len(batches) > 1
+    with workers.pool(workers.cores(jobs)) if parallel else nullcontext() as executor:
+        results = executor.map(_facts_batch, batches) if parallel else map(_facts_batch, batches)
+        for files, facts in zip([missing[i : i + 16] for i in range(0, len(missing), 16)], results):
+            for file, fact in zip(files, facts):
+                store.put(file.blob_sha, fact if fact is not None else {"unparsable": True})
+                if fact is not None:
+                    found.append(facts_from_json(fact, file.path))
+    return sorted(found, key=lambda f: f.path)
+
+
+def _facts_batch(batch: list[tuple[str, bytes]]) -> list[dict | None]:
+    results = []
+    for path, data in batch:
+        try:
+            results.append(facts_to_json(module_facts(ast.parse(data, filename=path), path)))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            results.append(None)
+    return results

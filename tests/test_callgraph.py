@@ -1,0 +1,139 @@
+"""The static call graph: who calls a function and under which conditions, how names resolve,
+each function's phase, and `errorkb callers` on a real repository."""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+
+from generator.callgraph import CallGraph, module_facts, phase_of
+from generator.cli import main
+from tests.conftest import make_repo
+
+ROOT = "python/sglang/srt/"
+
+FILES = {
+    ROOT + "utils/common.py": '''
+        def fail(message):
+            raise ValueError(message)
+
+        def check_size(size):
+            if size <= 0:
+                fail("size must be positive")
+    ''',
+    # A package that re-exports a helper, as `sglang.srt.utils` does.
+    ROOT + "utils/__init__.py": '''
+        from .common import check_size
+    ''',
+    ROOT + "arg_groups/memory_hook.py": '''
+        from sglang.srt.utils import check_size
+
+        def resolve_memory(args):
+            if args.mem_fraction is not None:
+                check_size(args.mem_fraction)
+            else:
+                pass
+    ''',
+    ROOT + "managers/base.py": '''
+        class Base:
+            def validate(self):
+                raise RuntimeError("base")
+    ''',
+    ROOT + "managers/scheduler.py": '''
+        import threading
+        from sglang.srt.managers.base import Base
+        from . import helpers
+
+        class Scheduler(Base):
+            def event_loop(self):
+                if self.enable_x:
+                    self.step()
+                else:
+                    self.validate()
+                threading.Thread(target=helpers.watch).start()
+
+            def step(self):
+                super().validate()
+                self.pool.very_unique_method_name()
+
+        class Pool:
+            def very_unique_method_name(self):
+                raise RuntimeError("pool")
+    ''',
+    ROOT + "managers/helpers.py": '''
+        def watch():
+            raise RuntimeError("watch")
+    ''',
+    ROOT + "mem_cache/unused.py": '''
+        def never_called():
+            raise ValueError("nobody calls me")
+    ''',
+}
+
+ENTRIES = (
+    ("launch", ("*/sglang/srt/arg_groups/*:*",)),
+    ("serving", ("*/sglang/srt/managers/scheduler.py:Scheduler.event_loop",)),
+)
+
+
+def graph() -> CallGraph:
+    return CallGraph(module_facts(ast.parse(textwrap.dedent(text)), path) for path, text in FILES.items())
+
+
+def callers(g: CallGraph, path: str, function: str, depth: int = 3) -> list[tuple[int, str, int, tuple[str, ...]]]:
+    return [(level, c.function, c.line, c.conditions) for level, c in g.callers_of(ROOT + path, function, depth)]
+
+
+def test_callers_follow_imports_through_re_exports_with_the_conditions_around_each_call():
+    g = graph()
+    assert callers(g, "utils/common.py", "fail") == [
+        (1, "check_size", 7, ("size <= 0",)),
+        (2, "resolve_memory", 6, ("args.mem_fraction is not None",)),
+    ]
+    assert callers(g, "utils/common.py", "fail", depth=1) == [(1, "check_size", 7, ("size <= 0",))]
+
+
+def test_methods_resolve_through_self_super_base_classes_unique_names_and_callbacks():
+    g = graph()
+    # `self.validate()` finds the base class's method; `super().validate()` too.
+    assert [(c[1], c[3]) for c in callers(g, "managers/base.py", "Base.validate", 1)] == [
+        ("Scheduler.event_loop", ("not (self.enable_x)",)),
+        ("Scheduler.step", ()),
+    ]
+    # A method only one class defines is found from any receiver.
+    assert [c[1] for c in callers(g, "managers/scheduler.py", "Pool.very_unique_method_name", 1)] == ["Scheduler.step"]
+    # A function handed to a thread may run: it is called.
+    assert [c[1] for c in callers(g, "managers/helpers.py", "watch", 1)] == ["Scheduler.event_loop"]
+    assert callers(g, "mem_cache/unused.py", "never_called") == []
+
+
+def test_each_function_takes_the_phase_of_the_nearest_entry_point_and_the_rest_are_unreachable():
+    phases = graph().phases(ENTRIES)
+    assert phase_of(phases, ROOT + "utils/common.py", "fail", "product") == "launch"
+    assert phase_of(phases, ROOT + "managers/base.py", "Base.validate", "product") == "serving"
+    assert phase_of(phases, ROOT + "managers/helpers.py", "watch", "product") == "serving"
+    assert phase_of(phases, ROOT + "mem_cache/unused.py", "never_called", "product") == "unreachable"
+    # Code only SGLang's own tests run is a tool's, whatever the graph says.
+    assert phase_of(phases, ROOT + "utils/common.py", "fail", "test") == "tool"
+
+
+def test_errorkb_callers_prints_each_location_its_phase_and_callers(tmp_path, capsys):
+    (sha,) = make_repo(tmp_path / "up", [FILES])
+    source = ["--source", f"git:{tmp_path / 'up'}@{sha}", "--cache-dir", str(tmp_path / "cache")]
+    assert main(["extract", *source]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    fail = next(row["id"] for row in rows if row.get("function") == "fail")
+    unused = next(row["id"] for row in rows if row.get("message") == "nobody calls me")
+    assert main(["callers", fail, unused, *source]) == 0
+    out = capsys.readouterr().out
+    assert "python/sglang/srt/utils/common.py:3 in fail  [launch]" in out
+    assert "<- check_size (python/sglang/srt/utils/common.py:7)  when `size` is at most `0`" in out
+    assert "<- resolve_memory (python/sglang/srt/arg_groups/memory_hook.py:6)  when `mem_fraction` is set" in out
+    assert "in never_called  [unreachable]\n    nothing in the tree calls it" in out
+    # The second run reads the facts kept by blob, and says the same.
+    assert main(["callers", fail, unused, "--json", *source]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [location["phase"] for item in report for location in item["locations"]] == ["launch", "unreachable"]
+    assert main(["callers", "0123456789abcdef", *source]) == 1
+    assert "callers: no error 0123456789abcdef" in capsys.readouterr().err
