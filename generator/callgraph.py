@@ -321,7 +321,9 @@ class CallGraph:
         found = self._name(fact, callee, 0)
         if found:
             return [found]
-        if rest:
+        # A method of an object whose class the graph cannot see (`self.pool.free()`), but not
+        # an attribute of a module or class the name is known to be (`torch.empty`).
+        if rest and head not in fact.imports and head not in fact.classes and head not in fact.functions:
             return self._by_method_name(callee.rpartition(".")[2])
         return []
 
@@ -424,15 +426,23 @@ class CallGraph:
         """Each function's phase: that of the nearest entry point it is reached from (a
         breadth-first walk from all at once, in the order given on a tie). Functions that
         nothing reaches are absent."""
-        patterns = [(phase, re.compile("|".join(fnmatch.translate(glob) for glob in globs))) for phase, globs in entry_points]
+        # Each glob is a path part and a function part: the paths are matched once each, and
+        # only the functions of matching files against the function parts.
+        rules = []
+        for phase, globs in entry_points:
+            for glob in globs:
+                path_glob, _, function_glob = glob.partition(":")
+                rules.append((phase, re.compile(fnmatch.translate(path_glob)), re.compile(fnmatch.translate(function_glob or "*"))))
         phase_of: dict[Function, str] = {}
         queue: deque[Function] = deque()
-        functions = [(fact.path, name) for fact in self.modules.values() for name in (*fact.functions, "")]
-        for phase, pattern in patterns:
-            for path, name in functions:
-                if (path, name) not in phase_of and pattern.match(f"{path}:{name or '<module>'}"):
-                    phase_of[path, name] = phase
-                    queue.append((path, name))
+        for phase, path_pattern, function_pattern in rules:
+            for fact in self.modules.values():
+                if not path_pattern.match(fact.path):
+                    continue
+                for name in (*fact.functions, ""):
+                    if (fact.path, name) not in phase_of and function_pattern.match(name or "<module>"):
+                        phase_of[fact.path, name] = phase
+                        queue.append((fact.path, name))
         while queue:
             current = queue.popleft()
             for target in sorted(self.callees.get(current, ())):
