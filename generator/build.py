@@ -82,7 +82,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         cleanup.callback(highlighting.close)
         highlighting.start(jobs, new_files)
         # History: the ledger, with moved and retired ids.
-        past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed))
+        past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir)
         # Content: curated entries, carried over from reworded ids, evidence found again.
         curated = audit.located_evidence(history.carry_curated(articles.load_content(inputs.content, repo, inputs.cache_dir), past.records), source, inputs.cache_dir)
         # Each error without an entry of its own shows the text of the family that claims it.
@@ -95,7 +95,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
             [
                 partial(pages.listed_files, entries, curated, past.inactive, info, past.changes),
                 partial(pages.family_files, families, by_id, info),
-                partial(history.history_files, past.records, past.changes, past.lines),
+                partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision),
             ],
             jobs,
             len(entries),

@@ -17,7 +17,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from generator.errors import ContentError
-from generator.files import write_atomic
+from generator.cache import kept
+from generator.files import read_cache, state_bytes, write_atomic, write_cache
 from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream, error_id
 
 LEDGER_FOLDER = "ledger"
@@ -97,10 +98,13 @@ def _line_key(record: LedgerRecord) -> tuple:
     return (_LINE_FIELDS(record), None if record.status == "active" else record.last_seen)
 
 
-def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]] | None = None) -> dict[str, bytes]:
+def ledger_files(
+    records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]] | None = None, lines: dict[str, tuple[tuple, str]] | None = None
+) -> dict[str, bytes]:
     """The ledger as files under `ledger/`: one per first hex digit of the id, so that no file
     grows large, each record one sorted-key JSON line without default values. `known` holds
-    lines as read (`load_ledger`): a record whose line says what it says keeps that line."""
+    lines as read (`load_ledger`): a record whose line says what it says keeps that line.
+    `lines`, when given, receives each record's line as `load_ledger` would read it back."""
     known = known or {}
     shards: dict[str, list[str]] = {}
     for error_id in sorted(records):
@@ -118,6 +122,8 @@ def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[
                 if listed in data:
                     data[listed] = list(data[listed])
             text = json.dumps(data, sort_keys=True, ensure_ascii=False)
+        if lines is not None:
+            lines[error_id] = (key, text)
         shards.setdefault(error_id[0], []).append(text)
     return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(texts) + "\n").encode() for digit, texts in shards.items()}
 
@@ -130,12 +136,59 @@ def write_history(
     write_files(content, history_files(records, changes, known))
 
 
-def history_files(records: Mapping[str, LedgerRecord], changes: Iterable[Change], known: Mapping[str, tuple[tuple, str]] | None = None) -> dict[str, bytes]:
-    """The ledger's files (`ledger_files`) and the change list's, by path under `content/`."""
-    files = ledger_files(records, known)
-    lines = [json.dumps(asdict(change), sort_keys=True, ensure_ascii=False) for change in changes]
-    files[CHANGES_NAME] = ("\n".join(lines) + "\n").encode() if lines else b""
+def history_files(
+    records: Mapping[str, LedgerRecord],
+    changes: Iterable[Change],
+    known: Mapping[str, tuple[tuple, str]] | None = None,
+    cache_dir: Path | None = None,
+    revision: str | None = None,
+) -> dict[str, bytes]:
+    """The ledger's files (`ledger_files`) and the change list's, by path under `content/`.
+    With `cache_dir` and the `revision` the build records as built, what `load_history` will
+    read back from these files is kept in the cache under their digest, so the next build
+    need not parse them."""
+    lines: dict[str, tuple[tuple, str]] | None = {} if cache_dir is not None else None
+    files = ledger_files(records, known, lines)
+    changes = tuple(changes)
+    texts = [json.dumps(asdict(change), sort_keys=True, ensure_ascii=False) for change in changes]
+    files[CHANGES_NAME] = ("\n".join(texts) + "\n").encode() if texts else b""
+    if cache_dir is not None:
+        path = _history_cache(cache_dir, files, revision)
+        write_cache(path, state_bytes((dict(records), lines, changes)))
+        # Only the newest is kept: a build reads the one its content folder's files name.
+        for other in path.parent.glob(path.name.split("-", 1)[0] + "-*.pickle"):
+            if other != path:
+                other.unlink(missing_ok=True)
     return files
+
+
+def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str, LedgerRecord], dict[str, tuple[tuple, str]], tuple[Change, ...]]:
+    """`load_ledger` (records, and their lines as read) and `load_changes` of `content/`; with
+    `cache_dir`, read from the cache when the last build kept them for files with these bytes
+    (`history_files`)."""
+    path = None
+    if cache_dir is not None:
+        folder = content / LEDGER_FOLDER
+        files = {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
+        changes_path = content / CHANGES_NAME
+        files[CHANGES_NAME] = changes_path.read_bytes() if changes_path.exists() else b""
+        path = _history_cache(cache_dir, files, last_built(content))
+        kept = read_cache(path, tuple)
+        if kept is not None:
+            return kept
+    lines: dict[str, tuple[tuple, str]] = {}
+    records = load_ledger(content, lines)
+    return records, lines, load_changes(content)
+
+
+def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | None) -> Path:
+    """Where the parsed history of these ledger and change-list bytes is kept, named by their
+    digest and the revision `upstream.json` names."""
+    digest = hashlib.sha256(repr(revision).encode())
+    for name in sorted(files):
+        if name == CHANGES_NAME or name.startswith(f"{LEDGER_FOLDER}/"):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return kept(cache_dir, "history", [__file__], suffix="-" + digest.hexdigest()[:24])
 
 
 def write_files(content: Path, files: Mapping[str, bytes]) -> None:
@@ -476,18 +529,19 @@ def build_history(
     upstream: Upstream,
     blobs: Mapping[str, str] | None = None,
     codes: Mapping[str, str] | None = None,
+    cache_dir: Path | None = None,
 ) -> BuildHistory:
     """Fold this revision into the ledger stored in `content/` (read, not yet written);
     `blobs` maps each upstream path to its blob sha, `codes` ids to their code fingerprints
     where already known (see `update_ledger`)."""
-    lines: dict[str, tuple[tuple, str]] = {}
-    update = update_ledger(load_ledger(content, lines), entries, upstream, blobs, codes)
+    previous, lines, changes = load_history(content, cache_dir)
+    update = update_ledger(previous, entries, upstream, blobs, codes)
     inactive = tuple(
         replace(record, moved_to=resolve(update.records, record.id)) if record.status == "moved" else record
         for _, record in sorted(update.records.items())
         if record.status != "active"
     )
-    return BuildHistory(update.records, inactive, update.changes + load_changes(content), lines)
+    return BuildHistory(update.records, inactive, update.changes + changes, lines)
 
 
 def save_history(content: Path, history: BuildHistory, upstream: Upstream, files: Mapping[str, bytes] | None = None) -> None:

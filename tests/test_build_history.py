@@ -12,7 +12,7 @@ from generator import build as build_module
 from generator.build import build, inputs_of
 from generator.cli import main
 from generator.config import Config
-from generator.history import load_changes, load_ledger
+from generator.history import load_changes, load_history, load_ledger
 from generator.model import error_id
 from tests.conftest import make_repo
 from tests.test_history import V1, V2
@@ -103,6 +103,22 @@ def test_building_the_same_revision_again_changes_nothing(tmp_path, built):
     again = run(tmp_path, shas[1])
     assert again.written == 0
     assert {p: p.read_bytes() for p in sorted((tmp_path / "content").rglob("*")) if p.is_file()} == content
+
+
+def test_the_history_kept_in_the_cache_is_what_the_written_files_read_back(tmp_path, built):
+    shas, _ = built
+    run(tmp_path, shas[1])
+    content, cache = tmp_path / "content", tmp_path / "cache"
+    assert load_changes(content)  # the second revision recorded changes
+    kept = list((cache / "history").glob("*.pickle"))
+    assert len(kept) == 1
+    assert load_history(content, cache) == load_history(content)
+    # A hand-edited ledger is read from its files, not from what the cache kept.
+    shard = sorted((content / "ledger").glob("*.jsonl"))[0]
+    lines = shard.read_text().splitlines()
+    shard.write_text("\n".join(lines[1:]) + "\n")
+    assert load_history(content, cache) == load_history(content)
+    assert len(load_history(content, cache)[0]) == len(load_ledger(content))
 
 
 def test_a_failed_build_leaves_the_previous_site_and_ledger(tmp_path, built, monkeypatch):
