@@ -599,10 +599,10 @@ def _bindings(text: str, tree: ast.Module) -> tuple[Binding, ...]:
                 for alias in node.names:
                     found.append(Binding("*" if alias.name == "*" else alias.asname or alias.name, module, alias.name))
             else:
-                for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-                    inner = getattr(node, field, None)
-                    if inner:
-                        walk(inner)
+                for field in ("body", "orelse", "finalbody"):
+                    walk(getattr(node, field, ()))
+                for inner in [*getattr(node, "handlers", ()), *getattr(node, "cases", ())]:
+                    walk(inner.body)
 
     walk(tree.body)
     return tuple(dict.fromkeys(found))
