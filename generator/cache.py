@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from generator.files import read_cache, state_bytes, write_cache
-from generator.model import Binding, ErrorEntry, ExtractedFile, Placeholder, Raiser, Site, Template, changed_errors
+from generator.model import Binding, ClassBases, ErrorEntry, ExtractedFile, Placeholder, Raiser, Site, Template, changed_errors
 
 
 class Store:
@@ -78,6 +78,7 @@ class SiteCache(Store):
                 tuple(site_from_json(row, path) for row in entry["sites"]),
                 tuple(Raiser(*row) for row in entry["raisers"]),
                 tuple(Binding(*row) for row in entry["bindings"]),
+                tuple(ClassBases(name, tuple(bases)) for name, bases in entry["classes"]),
             )
         except (ValueError, KeyError, TypeError, IndexError):
             return None
@@ -90,6 +91,7 @@ class SiteCache(Store):
                 "sites": [site_to_json(site) for site in result.sites],
                 "raisers": [[r.function, r.parameter, r.position, r.exception, r.method] for r in result.raisers],
                 "bindings": [[b.name, b.module, b.member] for b in result.bindings],
+                "classes": [[c.name, list(c.bases)] for c in result.classes],
             }
         self.put(blob_sha, entry)
 

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import libcst as cst
 
-from generator.model import Binding, ExtractedFile, Placeholder, Raiser, Site, Template, escape_braces, merge_sites
+from generator.model import Binding, ClassBases, ExtractedFile, Placeholder, Raiser, Site, Template, escape_braces, merge_sites
 
 SNIPPET_BEFORE = 10
 SNIPPET_AFTER = 9
@@ -69,7 +69,7 @@ def extract_file(data: bytes, path: str) -> ExtractedFile:
     sites = [reader.site(found, path) for found in collector.found]
     raisers = tuple(dict.fromkeys(r for r in map(_raiser, collector.found, sites) if r is not None))
     bindings = _bindings(text, tree) if "import" in text else ()
-    return ExtractedFile(_number(sites), raisers, bindings)
+    return ExtractedFile(_number(sites), raisers, bindings, _classes(tree.body, "") if "class" in text else ())
 
 
 def call_sites(data: bytes, path: str, raisers: Mapping[str, Raiser]) -> tuple[Site, ...]:
@@ -571,6 +571,22 @@ def _raiser(found: Found, site: Site) -> Raiser | None:
     if parameter in (a.arg for a in arguments.kwonlyargs):
         return Raiser(qualname, parameter, None, site.exception, method)
     return None
+
+
+def _classes(body: list[ast.stmt], prefix: str) -> tuple[ClassBases, ...]:
+    """The classes with bases defined at module level (under `if` and `try` too) and in
+    their bodies, by qualified name."""
+    found: list[ClassBases] = []
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            bases = tuple(name for name in map(_dotted, node.bases) if name)
+            if bases:
+                found.append(ClassBases(prefix + node.name, bases))
+            found.extend(_classes(node.body, f"{prefix}{node.name}."))
+        elif isinstance(node, (ast.If, ast.Try, ast.TryStar)):
+            for inner in (node.body, node.orelse, getattr(node, "finalbody", []), *(h.body for h in getattr(node, "handlers", ()))):
+                found.extend(_classes(inner, prefix))
+    return tuple(found)
 
 
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from|import)[ \t\\(]", re.M)

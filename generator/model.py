@@ -231,14 +231,23 @@ class Binding:
 
 
 @record
+class ClassBases:
+    """A class a file defines with the bases it names, as written (`errors.BaseError`)."""
+
+    name: str
+    bases: tuple[str, ...]
+
+
+@record
 class ExtractedFile:
-    """What one file alone gives: its sites, the raisers it defines and the names it imports.
-    The sites of calls to raisers defined elsewhere are found later, once every file's raisers
-    are known (`generator.raisers`)."""
+    """What one file alone gives: its sites, the raisers it defines, the names it imports and
+    the classes it derives. The sites of calls to raisers defined elsewhere are found later,
+    once every file's raisers are known (`generator.raisers`)."""
 
     sites: tuple[Site, ...]
     raisers: tuple[Raiser, ...] = ()
     bindings: tuple[Binding, ...] = ()
+    classes: tuple[ClassBases, ...] = ()
 
 
 @record
@@ -256,6 +265,9 @@ class Extraction:
     sites: tuple[Site, ...]
     problems: tuple[Problem, ...]
     inputs: tuple[tuple[str, str], ...] = ()
+    # Each exception class upstream defines, by name, with the names of its ancestors
+    # (`raisers.exception_classes`).
+    classes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def made_from(self) -> dict[str, str]:
         """Path -> what its sites were made from: the blob sha, or the blob sha and the digest

@@ -87,7 +87,9 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
             sites_found += 0 if isinstance(result, str) else len(result.sites)
             progress.update(done, f"files, {sites_found} sites")
     progress.close()
-    calls, inputs = _calls(source, CallCache(cache_dir, version), files, results)
+    parsed = {path: result for path, result in results.items() if not isinstance(result, str)}
+    paths = [file.path for file in files]
+    calls, inputs = _calls(source, CallCache(cache_dir, version), files, raisers.visible(parsed, paths))
     sites: list[Site] = []
     problems: list[Problem] = []
     for file in files:
@@ -96,15 +98,14 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
             problems.append(Problem(file.path, result))
         else:
             sites.extend(merge_sites(result.sites, calls.get(file.path, ())))
-    return Extraction(source.upstream, files, tuple(sites), tuple(problems), tuple(sorted(inputs.items())))
+    classes = raisers.exception_classes(parsed, paths)
+    return Extraction(source.upstream, files, tuple(sites), tuple(problems), tuple(sorted(inputs.items())), classes)
 
 
-def _calls(source: Source, cache: CallCache, files: tuple[SourceFile, ...], results: dict[str, ExtractedFile | str]) -> tuple[dict[str, tuple[Site, ...]], dict[str, str]]:
-    """By path, the sites of calls to the raisers each file sees, and what they were made
-    from (the blob sha and the digest of those raisers), read from the cache by that or found
-    here: a handful of files call raisers."""
-    parsed = {path: result for path, result in results.items() if not isinstance(result, str)}
-    seen = raisers.visible(parsed, [file.path for file in files])
+def _calls(source: Source, cache: CallCache, files: tuple[SourceFile, ...], seen: dict[str, dict]) -> tuple[dict[str, tuple[Site, ...]], dict[str, str]]:
+    """By path, the sites of calls to the raisers each file sees (`seen`), and what they were
+    made from (the blob sha and the digest of those raisers), read from the cache by that or
+    found here: a handful of files call raisers."""
     calls, inputs = {}, {}
     for file in files:
         if file.path not in seen:

@@ -10,10 +10,14 @@ it holds an `__init__.py`, so `python/sglang/srt/x.py` is `sglang.srt.x`.
 
 What a file sees is all its call sites depend on beyond its own bytes: `digest` names it, and
 the pipeline keys those sites by the blob and that digest.
+
+The same names across modules give upstream's exception classes and their ancestors
+(`exception_classes`), which lookup weighs a pasted exception's class by.
 """
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 from collections.abc import Mapping
@@ -25,6 +29,23 @@ def visible(files: Mapping[str, ExtractedFile], paths: list[str] | tuple[str, ..
     """By path, the raisers each file of `files` sees by call name, for the files that see
     any; `paths` are every path of the tree (files that did not parse still make packages)."""
     return _Modules(files, paths).visible()
+
+
+def exception_classes(files: Mapping[str, ExtractedFile], paths: list[str] | tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each exception class upstream defines, by its name, with the names of all its ancestors
+    (bases found through imports, then Python's own exceptions above them), sorted; classes
+    of one name in several modules share their ancestors."""
+    return _Modules(files, paths).exception_classes()
+
+
+def builtin_exceptions() -> dict[str, tuple[str, ...]]:
+    """Python's own exception classes, each with its ancestors (`object` left out)."""
+    found = {}
+    for name in dir(builtins):
+        value = getattr(builtins, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            found[name] = tuple(base.__name__ for base in value.__mro__[1:] if base is not object)
+    return found
 
 
 def digest(raisers: Mapping[str, Raiser]) -> str:
@@ -78,6 +99,68 @@ class _Modules:
             if seen:
                 seen_by[path] = seen
         return seen_by
+
+    def exception_classes(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        bases: dict[tuple[str, str], list[tuple[str, str] | str]] = {}
+        for path in sorted(self.files):
+            module = self.names.get(path)
+            if module is None:
+                continue
+            for declared in self.files[path].classes:
+                bases[(module, declared.name)] = [self._class_of(module, base, frozenset()) or base.rsplit(".", 1)[-1] for base in declared.bases]
+        python = builtin_exceptions()
+        ancestors: dict[tuple[str, str], set[str]] = {}
+
+        def of(key: tuple[str, str], walking: frozenset) -> set[str]:
+            if key in ancestors:
+                return ancestors[key]
+            found: set[str] = set()
+            for base in bases.get(key, ()):
+                if isinstance(base, str):
+                    found.add(base)
+                    found.update(python.get(base, ()))
+                elif base not in walking:
+                    found.add(base[1].rsplit(".", 1)[-1])
+                    found.update(of(base, walking | {key}))
+            ancestors[key] = found
+            return found
+
+        by_name: dict[str, set[str]] = {}
+        for key in bases:
+            found = of(key, frozenset())
+            if "BaseException" in found:
+                by_name.setdefault(key[1].rsplit(".", 1)[-1], set()).update(found)
+        return tuple((name, tuple(sorted(found - {name}))) for name, found in sorted(by_name.items()))
+
+    def _class_of(self, module: str, dotted: str, seen: frozenset) -> tuple[str, str] | None:
+        """The module and qualified name of the class `dotted` names in `module`: defined
+        there, or reached through its imports; None when it is not upstream's."""
+        if (module, dotted) in seen or module not in self.paths:
+            return None
+        seen = seen | {(module, dotted)}
+        extracted = self.files.get(self.paths[module])
+        if extracted is None:
+            return None
+        if any(declared.name == dotted for declared in extracted.classes):
+            return module, dotted
+        package = self.paths[module].endswith("/__init__.py")
+        for binding in extracted.bindings:
+            if binding.name == "*":
+                continue
+            source = _absolute(binding.module, module, package)
+            if source is None:
+                continue
+            if binding.member is not None and binding.name == dotted:
+                return self._class_of(source, binding.member, seen)
+            if dotted.startswith(binding.name + "."):
+                target = source if binding.member is None else f"{source}.{binding.member}"
+                return self._class_of(target, dotted[len(binding.name) + 1 :], seen)
+        for binding in extracted.bindings:
+            if binding.name == "*" and (source := _absolute(binding.module, module, package)) is not None:
+                found = self._class_of(source, dotted, seen)
+                if found is not None:
+                    return found
+        return None
 
     def _bound(self, binding: Binding, module: str, package: bool) -> dict[str, Raiser]:
         """The raisers one import binding makes visible, by call name."""
