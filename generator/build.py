@@ -72,7 +72,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # the search index; and the browse pages.
         info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
         related, search = workers.background(
-            [partial(articles.cached_related, entries, inputs.cache_dir, made_from), partial(pages.search_files, entries, repo, inputs.cache_dir, made_from)],
+            [partial(articles.cached_related, entries, inputs.cache_dir, made_from), partial(pages.search_files, entries, repo, inputs.cache_dir, made_from, extraction.classes)],
             jobs,
             len(entries),
         )
