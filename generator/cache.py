@@ -89,7 +89,7 @@ class SiteCache(Store):
         else:
             entry = {
                 "sites": [site_to_json(site) for site in result.sites],
-                "raisers": [[r.function, r.parameter, r.position, r.exception, r.method] for r in result.raisers],
+                "raisers": [[r.function, r.parameter, r.position, r.exception, r.method, r.line, r.end_line] for r in result.raisers],
                 "bindings": [[b.name, b.module, b.member] for b in result.bindings],
                 "classes": [[c.name, list(c.bases)] for c in result.classes],
             }
@@ -139,11 +139,12 @@ def site_to_json(site: Site) -> list:
         site.ordinal,
         site.resolved,
         site.legacy_key,
+        list(site.raised_in) if site.raised_in is not None else None,
     ]
 
 
 def site_from_json(row: list, path: str) -> Site:
-    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal, resolved, legacy = row
+    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal, resolved, legacy, raised_in = row
     if template is not None:
         template = Template(tuple(part if isinstance(part, str) else Placeholder(*part) for part in template))
     return Site(
@@ -162,6 +163,7 @@ def site_from_json(row: list, path: str) -> Site:
         ordinal=ordinal,
         resolved=resolved,
         legacy_key=legacy,
+        raised_in=tuple(raised_in) if raised_in is not None else None,
     )
 
 

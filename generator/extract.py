@@ -55,7 +55,7 @@ def extract_source(data: bytes, path: str) -> tuple[Site, ...]:
     """Every site in one file's bytes, in source order, with `path` as given: those of
     `extract_file` and the calls to the raisers the file itself defines."""
     extracted = extract_file(data, path)
-    local = {raiser.function: raiser for raiser in extracted.raisers}
+    local = {raiser.function: replace(raiser, path=path) for raiser in extracted.raisers}
     return merge_sites(extracted.sites, call_sites(data, path, local) if local else ())
 
 
@@ -363,6 +363,10 @@ class _Reader:
         conditions = tuple(text for guard in found.guards for text in self._condition(guard))
         template = None
         resolved = False
+        raised_in = None
+        if found.raiser is not None:
+            raiser = found.raiser
+            raised_in = (raiser.path, raiser.function, raiser.line, raiser.end_line)
         if message is not None:
             template = self.variable_template(message, found) if isinstance(message, ast.Name) else None
             resolved = template is not None
@@ -381,6 +385,7 @@ class _Reader:
             assert_condition=assert_condition,
             snippet_start=max(1, line - SNIPPET_BEFORE),
             snippet_end=min(self._line_count, end_line + SNIPPET_AFTER),
+            raised_in=raised_in,
         )
 
     def _subject(self, found: Found) -> tuple[str | None, ast.expr | None, str | None]:
@@ -567,9 +572,9 @@ def _raiser(found: Found, site: Site) -> Raiser | None:
         positional = positional[1:]
     parameter = parts[0].expr
     if parameter in positional:
-        return Raiser(qualname, parameter, positional.index(parameter), site.exception, method)
+        return Raiser(qualname, parameter, positional.index(parameter), site.exception, method, site.line, site.end_line)
     if parameter in (a.arg for a in arguments.kwonlyargs):
-        return Raiser(qualname, parameter, None, site.exception, method)
+        return Raiser(qualname, parameter, None, site.exception, method, site.line, site.end_line)
     return None
 
 

@@ -135,6 +135,9 @@ class Site:
     # The id key under the rules before messages were read from variables and `{expr=}` kept
     # its text, where it differs from `key`: the ledger moves such ids to their new ones.
     legacy_key: str | None = None
+    # For a call to a raiser, where the exception is raised: the raiser's path, qualified
+    # name, line and end line (a traceback's last frame is there, not at the call).
+    raised_in: tuple[str, str, int, int] | None = None
 
     @property
     def message(self) -> str | None:
@@ -210,13 +213,18 @@ class Raiser:
 
     `function` is its qualified name in its module (`fail`, or `Pool.fail` for a method, called
     as `self.fail` from its own class); `position` is the parameter's index among the arguments
-    a call passes (a method's `self` not counted), None when it can only be passed by keyword."""
+    a call passes (a method's `self` not counted), None when it can only be passed by keyword;
+    `line` and `end_line` are those of its raise, and `path` its file's, once resolved (a
+    blob alone does not know where it is)."""
 
     function: str
     parameter: str
     position: int | None
     exception: str
     method: bool = False
+    line: int = 0
+    end_line: int = 0
+    path: str = ""
 
 
 @record

@@ -22,6 +22,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 
+from dataclasses import replace
+
 from generator.model import Binding, ExtractedFile, Raiser
 
 
@@ -50,12 +52,14 @@ def builtin_exceptions() -> dict[str, tuple[str, ...]]:
 
 def digest(raisers: Mapping[str, Raiser]) -> str:
     """A digest of what a file sees: its call sites are the same whenever this is."""
-    rows = [[name, r.function, r.parameter, r.position, r.exception, r.method] for name, r in sorted(raisers.items())]
+    rows = [[name, r.function, r.parameter, r.position, r.exception, r.method, r.line, r.end_line, r.path] for name, r in sorted(raisers.items())]
     return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
 def module_names(paths: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """Path -> dotted module name, from the topmost folder of its chain of packages."""
+    """Path -> dotted module name, from the topmost folder on its path that holds an
+    `__init__.py` (folders below it without one are namespace packages, as `sglang/srt` is);
+    a file with no package above it is a module of its own name (a script)."""
     packages = {path.rsplit("/", 1)[0] for path in paths if path.endswith("/__init__.py")}
     names = {}
     for path in paths:
@@ -64,10 +68,8 @@ def module_names(paths: list[str] | tuple[str, ...]) -> dict[str, str]:
         parts = path[:-3].split("/")
         if parts[-1] == "__init__":
             parts = parts[:-1]
-        index = len(parts) - 1
-        while index > 0 and "/".join(parts[:index]) in packages:
-            index -= 1
-        names[path] = ".".join(parts[index:])
+        top = next((index for index in range(1, len(parts)) if "/".join(parts[:index]) in packages), len(parts))
+        names[path] = ".".join(parts[top - 1 :])
     return names
 
 
@@ -75,7 +77,8 @@ class _Modules:
     """The modules of one tree by name, with what each defines and imports."""
 
     def __init__(self, files: Mapping[str, ExtractedFile], paths: list[str] | tuple[str, ...]) -> None:
-        self.files = files
+        # Each raiser with its path filled in.
+        self.files = {path: replace(f, raisers=tuple(replace(r, path=path) for r in f.raisers)) if f.raisers else f for path, f in files.items()}
         self.names = module_names(paths)
         by_name: dict[str, str | None] = {}
         for path, name in self.names.items():

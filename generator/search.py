@@ -740,11 +740,20 @@ class IndexState(BlobState):
             for site in entry.sites:
                 function = site.function.rsplit(".", 1)[-1]
                 signature = site_signature(site)
-                by_path.setdefault(site.path, []).append(f"[{quoted},{_quote(function)},{site.line},{site.end_line},{_quote(signature)}]")
-                row = f"[{quoted},{_quote(site.path)},{_quote(signature)}]"
-                named = by_name.setdefault(statement_key(function or "<module>", signature), [])
-                if row not in named:
-                    named.append(row)
+                places = [(site.path, function, site.line, site.end_line)]
+                if site.raised_in is not None:
+                    # A call to a raiser: a traceback's last frame is the raiser's raise.
+                    path, qualname, line, end_line = site.raised_in
+                    places.append((path, qualname.rsplit(".", 1)[-1], line, end_line))
+                for path, function, line, end_line in places:
+                    row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}]"
+                    found = by_path.setdefault(path, [])
+                    if row not in found:
+                        found.append(row)
+                    row = f"[{quoted},{_quote(path)},{_quote(signature)}]"
+                    named = by_name.setdefault(statement_key(function or "<module>", signature), [])
+                    if row not in named:
+                        named.append(row)
             for path, found in by_path.items():
                 number = bucket(path_key(path), FILE_BUCKETS)
                 self.sites[number].setdefault(path, {})[entry.id] = ",".join(found)

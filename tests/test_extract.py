@@ -601,7 +601,7 @@ def test_a_raiser_and_the_names_a_file_imports_are_recorded():
         """
     )
     extracted = extract_file(source.encode(), PATH)
-    assert extracted.raisers == (Raiser("Pool.stop", "reason", 0, "RuntimeError", True), Raiser("kw", "detail", None, "KeyError"))
+    assert extracted.raisers == (Raiser("Pool.stop", "reason", 0, "RuntimeError", True, 7, 7), Raiser("kw", "detail", None, "KeyError", False, 11, 11))
     assert extracted.bindings == (
         Binding("p", "os.path"),
         Binding("f", ".common", "fail"),
