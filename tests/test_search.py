@@ -689,3 +689,36 @@ def test_classes_json_holds_pythons_and_upstreams_classes() -> None:
     assert data["defined"] == ["KVTransferError"]
     assert data["ancestors"]["KeyError"] == ["LookupError", "Exception", "BaseException"]
     assert data["ancestors"]["KVTransferError"] == ["BaseException", "Exception", "RuntimeError"]
+
+
+RAISER_SOURCE = """\
+def raise_error_or_warn(obj, strict, counter_name, message):
+    if strict:
+        raise ValueError(message)
+
+def report_leak(pool_name, token_msg):
+    msg = f"{pool_name} memory leak detected! {token_msg}"
+    raise_error_or_warn(None, True, "count", msg)
+
+def double_free(n):
+    raise_error_or_warn(None, True, "count", f"KV double free: {n} duplicate pages.")
+"""
+
+RAISER_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/v/sglang/srt/x.py", line 7, in report_leak
+    raise_error_or_warn(None, True, "count", msg)
+  File "/v/sglang/srt/x.py", line 3, in raise_error_or_warn
+    raise ValueError(message)
+ValueError: token_to_kv_pool_allocator memory leak detected! available_size=644, protected_size=0
+"""
+
+
+def test_a_traceback_ending_in_a_raiser_finds_the_call_whose_message_it_shows() -> None:
+    index = SearchIndex.of_entries(entries_of(RAISER_SOURCE), REPO)
+    results = lookup(RAISER_TRACEBACK, index)
+    assert results[0].message == "{pool_name} memory leak detected! {token_msg}"
+    # The raiser's own, message-less site is still found, below it.
+    assert any(r.message is None and r.exception == "ValueError" for r in results[1:])
+    # Without the traceback, the message alone finds it too.
+    assert lookup(RAISER_TRACEBACK.splitlines()[-1], index)[0].message == "{pool_name} memory leak detected! {token_msg}"
