@@ -86,6 +86,11 @@ class _Modules:
             by_name[name] = None if name in by_name else path
         self.paths = {name: path for name, path in by_name.items() if path is not None}
         self._exports: dict[str, dict[str, Raiser]] = {}
+        # The names a raiser or a class can be reached by (theirs, and the aliases of those):
+        # any other name resolves to nothing without following its imports.
+        bindings = [b for f in self.files.values() for b in f.bindings if b.member not in (None, "*")]
+        self._raiser_names = _aliased({r.function for f in self.files.values() for r in f.raisers if not r.method}, bindings)
+        self._class_names = _aliased({c.name.rsplit(".", 1)[-1] for f in self.files.values() for c in f.classes}, bindings)
 
     def visible(self) -> dict[str, dict[str, Raiser]]:
         seen_by = {}
@@ -138,7 +143,7 @@ class _Modules:
     def _class_of(self, module: str, dotted: str, seen: frozenset) -> tuple[str, str] | None:
         """The module and qualified name of the class `dotted` names in `module`: defined
         there, or reached through its imports; None when it is not upstream's."""
-        if (module, dotted) in seen or module not in self.paths:
+        if (module, dotted) in seen or module not in self.paths or dotted.rsplit(".", 1)[-1] not in self._class_names:
             return None
         seen = seen | {(module, dotted)}
         extracted = self.files.get(self.paths[module])
@@ -186,7 +191,7 @@ class _Modules:
 
     def lookup(self, module: str, name: str, seen: frozenset[tuple[str, str]]) -> Raiser | None:
         """The raiser `name` in `module` is, defined there or imported into it."""
-        if (module, name) in seen or module not in self.paths:
+        if (module, name) in seen or module not in self.paths or name not in self._raiser_names:
             return None
         seen = seen | {(module, name)}
         extracted = self.files.get(self.paths[module])
@@ -232,6 +237,16 @@ class _Modules:
                     found[raiser.function] = raiser
         self._exports[module] = found
         return found
+
+
+def _aliased(names: set[str], bindings: list[Binding]) -> set[str]:
+    """`names` and every name an import binds one of them under, however many times renamed."""
+    names = set(names)
+    while True:
+        more = {b.name for b in bindings if b.member in names and b.name not in names}
+        if not more:
+            return names
+        names |= more
 
 
 def _absolute(target: str, module: str, package: bool) -> str | None:
