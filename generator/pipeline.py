@@ -89,7 +89,8 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
     progress.close()
     parsed = {path: result for path, result in results.items() if not isinstance(result, str)}
     paths = [file.path for file in files]
-    calls, inputs = _calls(source, CallCache(cache_dir, version), files, raisers.visible(parsed, paths))
+    seen, classes = raisers.resolve(parsed, paths)
+    calls, inputs = _calls(source, CallCache(cache_dir, version), files, seen)
     sites: list[Site] = []
     problems: list[Problem] = []
     for file in files:
@@ -98,7 +99,6 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
             problems.append(Problem(file.path, result))
         else:
             sites.extend(merge_sites(result.sites, calls.get(file.path, ())))
-    classes = raisers.exception_classes(parsed, paths)
     return Extraction(source.upstream, files, tuple(sites), tuple(problems), tuple(sorted(inputs.items())), classes)
 
 
