@@ -28,15 +28,11 @@ from generator.model import Binding, ExtractedFile, Raiser
 
 
 def resolve(files: Mapping[str, ExtractedFile], paths: list[str] | tuple[str, ...]) -> tuple[dict[str, dict[str, Raiser]], tuple[tuple[str, tuple[str, ...]], ...]]:
-    """`visible` and `exception_classes` at once, reading the tree's modules once."""
+    """By path, the raisers each file of `files` sees by call name, for the files that see
+    any, and `exception_classes`; `paths` are every path of the tree (files that did not parse
+    still make packages)."""
     modules = _Modules(files, paths)
     return modules.visible(), modules.exception_classes()
-
-
-def visible(files: Mapping[str, ExtractedFile], paths: list[str] | tuple[str, ...]) -> dict[str, dict[str, Raiser]]:
-    """By path, the raisers each file of `files` sees by call name, for the files that see
-    any; `paths` are every path of the tree (files that did not parse still make packages)."""
-    return _Modules(files, paths).visible()
 
 
 def exception_classes(files: Mapping[str, ExtractedFile], paths: list[str] | tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
