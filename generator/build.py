@@ -64,11 +64,15 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         entries = group_sites(extraction.sites, repo)
         by_id = {entry.id: entry for entry in entries}
         blobs = {file.path: file.blob_sha for file in extraction.files}
+        # What each file's sites were made from: its blob, and for a file calling raisers the
+        # raisers it sees. States updated by what changed take this, the ledger's code
+        # fingerprints the blobs (the code a page shows).
+        made_from = extraction.made_from()
         # What needs only the entries runs in other processes meanwhile: related errors, then
         # the search index; and the browse pages.
         info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
         related, search = workers.background(
-            [partial(articles.cached_related, entries, inputs.cache_dir, blobs), partial(pages.search_files, entries, repo, inputs.cache_dir, blobs)],
+            [partial(articles.cached_related, entries, inputs.cache_dir, made_from), partial(pages.search_files, entries, repo, inputs.cache_dir, made_from, extraction.classes)],
             jobs,
             len(entries),
         )
@@ -77,7 +81,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # their excerpts are highlighted on every core from now on.
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         state = articles.ArticleState.kept(inputs.cache_dir)
-        changed, new_files = state.changed(manifest.salt, entries, blobs)
+        changed, new_files = state.changed(manifest.salt, entries, made_from)
         highlighting = Highlighting(source, entries, inputs.cache_dir)
         cleanup.callback(highlighting.close)
         highlighting.start(jobs, new_files)
@@ -86,8 +90,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # Content: curated entries, carried over from reworded ids, evidence found again.
         curated = audit.located_evidence(history.carry_curated(articles.load_content(inputs.content, repo, inputs.cache_dir), past.records), source, inputs.cache_dir)
         # Each error without an entry of its own shows the text of the family that claims it.
-        families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir, blobs)
-        stale = articles.stale_curated(curated, by_id, source, blobs, inputs.cache_dir)
+        families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir, made_from)
+        stale = articles.stale_curated(curated, by_id, source, made_from, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         # Home, recent changes and the API's index, the family pages, then the ledger's bytes,
         # in another process.
@@ -104,7 +108,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         from generator.flags import server_arguments, settings_of
 
         pins = history.pinned_upstreams(past.records, upstream)
-        derived = articles.derive_all(state, changed, upstream, entries, blobs, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings_of(server_arguments(source, inputs.cache_dir)), families)
+        derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings_of(server_arguments(source, inputs.cache_dir)), families)
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(derived.digests, hashes, spare)
         rendered = derived.articles(derived.digests.keys() - unchanged)

@@ -5,8 +5,9 @@ that makes it (`code_digest`), so editing one stage's code never invalidates ano
 shapes, one API each:
 
 - `Store`: many small entries keyed by content (a blob sha, with what was asked of it): `has`,
-  `get`, `put`. The sites of each file (`SiteCache`) and its highlighted excerpts
-  (`highlight.ExcerptCache`) are stores.
+  `get`, `put`. What each file alone gives (`SiteCache`), the sites of its calls to raisers
+  by the raisers it sees (`CallCache`) and its highlighted excerpts (`highlight.ExcerptCache`)
+  are stores.
 - `kept`: one value a build keeps whole (`cached_values`, the states of `BlobState`, parsed
   content, browse pages, the content schema), read with `read_cache` and written with
   `write_cache`.
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from generator.files import read_cache, state_bytes, write_cache
-from generator.model import ErrorEntry, Placeholder, Site, Template, changed_errors
+from generator.model import Binding, ClassBases, ErrorEntry, ExtractedFile, Placeholder, Raiser, Site, Template, changed_errors
 
 
 class Store:
@@ -57,7 +58,8 @@ def kept(cache_dir: Path, name: str, code: Iterable[str], suffix: str = "") -> P
 
 
 class SiteCache(Store):
-    """Sites (or the reason a file was skipped) for each blob, under `root/sites/<version>/`."""
+    """What each blob alone gives (`model.ExtractedFile`: its sites, raisers and imports), or
+    the reason it was skipped, under `root/sites/<version>/`."""
 
     def __init__(self, root: Path, version: str) -> None:
         super().__init__(root, "sites", version)
@@ -66,22 +68,52 @@ class SiteCache(Store):
         """Whether the cache has an entry for the blob (readable or not: see `load`)."""
         return self.has(blob_sha)
 
-    def load(self, blob_sha: str, path: str) -> tuple[Site, ...] | str | None:
-        """The cached sites of a blob placed at `path`, the reason it was skipped, or None."""
+    def load(self, blob_sha: str, path: str) -> ExtractedFile | str | None:
+        """What a blob placed at `path` gives, the reason it was skipped, or None."""
         entry = self.get(blob_sha)
         try:
             if "skipped" in entry:
                 return str(entry["skipped"])
+            return ExtractedFile(
+                tuple(site_from_json(row, path) for row in entry["sites"]),
+                tuple(Raiser(*row) for row in entry["raisers"]),
+                tuple(Binding(*row) for row in entry["bindings"]),
+                tuple(ClassBases(name, tuple(bases)) for name, bases in entry["classes"]),
+            )
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+
+    def store(self, blob_sha: str, result: ExtractedFile | str) -> None:
+        if isinstance(result, str):
+            entry = {"skipped": result}
+        else:
+            entry = {
+                "sites": [site_to_json(site) for site in result.sites],
+                "raisers": [[r.function, r.parameter, r.position, r.exception, r.method, r.line, r.end_line] for r in result.raisers],
+                "bindings": [[b.name, b.module, b.member] for b in result.bindings],
+                "classes": [[c.name, list(c.bases)] for c in result.classes],
+            }
+        self.put(blob_sha, entry)
+
+
+class CallCache(Store):
+    """The sites of a blob's calls to raisers, by the blob and the digest of the raisers it
+    sees (`raisers.digest`), under `root/calls/<version>/`: a raiser's file that changes
+    changes the digest, so its callers' call sites are found again though their blobs are the
+    same."""
+
+    def __init__(self, root: Path, version: str) -> None:
+        super().__init__(root, "calls", version)
+
+    def load(self, key: str, path: str) -> tuple[Site, ...] | None:
+        entry = self.get(key)
+        try:
             return tuple(site_from_json(row, path) for row in entry["sites"])
         except (ValueError, KeyError, TypeError, IndexError):
             return None
 
-    def store(self, blob_sha: str, result: tuple[Site, ...] | str) -> None:
-        if isinstance(result, str):
-            entry = {"skipped": result}
-        else:
-            entry = {"sites": [site_to_json(site) for site in result]}
-        self.put(blob_sha, entry)
+    def store(self, key: str, sites: tuple[Site, ...]) -> None:
+        self.put(key, {"sites": [site_to_json(site) for site in sites]})
 
 
 def site_to_json(site: Site) -> list:
@@ -107,11 +139,12 @@ def site_to_json(site: Site) -> list:
         site.ordinal,
         site.resolved,
         site.legacy_key,
+        list(site.raised_in) if site.raised_in is not None else None,
     ]
 
 
 def site_from_json(row: list, path: str) -> Site:
-    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal, resolved, legacy = row
+    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal, resolved, legacy, raised_in = row
     if template is not None:
         template = Template(tuple(part if isinstance(part, str) else Placeholder(*part) for part in template))
     return Site(
@@ -130,6 +163,7 @@ def site_from_json(row: list, path: str) -> Site:
         ordinal=ordinal,
         resolved=resolved,
         legacy_key=legacy,
+        raised_in=tuple(raised_in) if raised_in is not None else None,
     )
 
 

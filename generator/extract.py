@@ -9,6 +9,13 @@ full concrete syntax tree of 1.8 million lines.
 `extract_source` is the pure core: bytes in, sites out. It raises `UnparsableFile` for a file
 that is not valid Python 3 for this interpreter; the orchestrator (`generator.pipeline`) turns
 that into a recorded problem and goes on.
+
+A function that raises what its caller passes (`def fail(message): raise ValueError(message)`)
+is a raiser: each call to it that passes text is a site too, read the way a raise's message is.
+Calls to raisers of other files can only be found once every file is read, so extraction is
+two steps: `extract_file` gives what a file alone says (its sites, the raisers it defines and
+the names it imports), then `call_sites` the calls to the raisers it sees
+(`generator.raisers` resolves which).
 """
 
 from __future__ import annotations
@@ -19,13 +26,13 @@ import io
 import re
 import string
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import libcst as cst
 
-from generator.model import Placeholder, Site, Template, escape_braces
+from generator.model import Binding, ClassBases, ExtractedFile, Placeholder, Raiser, Site, Template, escape_braces, merge_sites
 
 SNIPPET_BEFORE = 10
 SNIPPET_AFTER = 9
@@ -45,7 +52,40 @@ class UnparsableFile(Exception):
 
 
 def extract_source(data: bytes, path: str) -> tuple[Site, ...]:
-    """Every site in one file's bytes, in source order, with `path` as given."""
+    """Every site in one file's bytes, in source order, with `path` as given: those of
+    `extract_file` and the calls to the raisers the file itself defines."""
+    extracted = extract_file(data, path)
+    local = {raiser.function: replace(raiser, path=path) for raiser in extracted.raisers}
+    return merge_sites(extracted.sites, call_sites(data, path, local) if local else ())
+
+
+def extract_file(data: bytes, path: str) -> ExtractedFile:
+    """What one file alone says: its raises, asserts and warnings in source order, the raisers
+    it defines and the names it imports."""
+    text, tree, lines = _parse(data, path)
+    collector = SiteCollector(lines, _warn_names(text, tree) if "warn" in text else frozenset(), text)
+    collector.visit_module(tree)
+    reader = _Reader(lines)
+    sites = [reader.site(found, path) for found in collector.found]
+    raisers = tuple(dict.fromkeys(r for r in map(_raiser, collector.found, sites) if r is not None))
+    bindings = _bindings(text, tree) if "import" in text else ()
+    return ExtractedFile(_number(sites), raisers, bindings, _classes(tree.body, "") if "class" in text else ())
+
+
+def call_sites(data: bytes, path: str, raisers: Mapping[str, Raiser]) -> tuple[Site, ...]:
+    """The sites of the calls in one file to `raisers`, by the name a call uses (`fail`,
+    `errors.fail`; `Pool.fail` for a method, called as `self.fail` in its class) that pass
+    text for the raiser's parameter: the raiser's exception, the message read from that
+    argument as a raise's is, at the call, in the caller's function, under its conditions.
+    A call passing no text adds nothing the raiser's own site does not say."""
+    text, tree, lines = _parse(data, path)
+    collector = SiteCollector(lines, frozenset(), text, raisers)
+    collector.visit_module(tree)
+    reader = _Reader(lines)
+    return tuple(site for site in (reader.site(found, path) for found in collector.found) if site.message is not None)
+
+
+def _parse(data: bytes, path: str) -> tuple[str, ast.Module, list[str]]:
     text = decode_source(data)
     try:
         tree = ast.parse(data, filename=path)
@@ -54,11 +94,7 @@ def extract_source(data: bytes, path: str) -> tuple[Site, ...]:
     except (ValueError, RecursionError, MemoryError) as error:
         raise UnparsableFile(str(error) or type(error).__name__) from None
     lines = _LINE_BREAK.split(text) if "\r" in text else text.split("\n")
-    collector = SiteCollector(lines, _warn_names(text, tree) if "warn" in text else frozenset(), text)
-    collector.visit_module(tree)
-    reader = _Reader(lines)
-    sites = [reader.site(found, path) for found in collector.found]
-    return _number(sites)
+    return text, tree, lines
 
 
 def decode_source(data: bytes) -> str:
@@ -114,6 +150,8 @@ class Found:
     scope: ast.AST | None
     guards: tuple[Guard, ...]
     context: tuple[ast.AST, ...]
+    # A call to a raiser: what it raises and which argument is the message.
+    raiser: Raiser | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +159,8 @@ class _Scope:
     qualname: str
     node: ast.AST | None
     in_function: bool
+    # The class a method's body belongs to (its qualified name), where `self.name` resolves.
+    cls: str | None = None
 
 
 class SiteCollector:
@@ -128,17 +168,22 @@ class SiteCollector:
 
     Statement lists are walked in order so that an early exit (`if x: return`) guards the
     statements after it; a function body starts with no guards, a class body inherits them.
+
+    Given `raisers` (by the name a call uses), it records the calls to them instead, and
+    nothing else.
     """
 
-    def __init__(self, lines: list[str], warn_names: frozenset[str], text: str | None = None) -> None:
+    def __init__(self, lines: list[str], warn_names: frozenset[str], text: str | None = None, raisers: Mapping[str, Raiser] | None = None) -> None:
         self.found: list[Found] = []
         self._lines = lines
         self._warn_names = warn_names
-        # A call can only be `warnings.warn` or an alias if one of these words is on its lines.
-        self._needles = tuple({name.rsplit(".", 1)[-1] for name in warn_names})
+        self._raisers = raisers
+        # A call can only be `warnings.warn`, an alias or a raiser if one of these words is on its lines.
+        called = warn_names if raisers is None else raisers
+        self._needles = tuple(sorted({name.rsplit(".", 1)[-1] for name in called}))
         # Lines that can start a site: statements spanning none of them are not walked.
         joined = text if text is not None and "\r" not in text else "\n".join(lines)
-        self._hot = _lines_with(joined, ("raise", "assert") + self._needles)
+        self._hot = _lines_with(joined, (("raise", "assert") if raisers is None else ()) + self._needles)
 
     def visit_module(self, tree: ast.Module) -> None:
         self._block(tree.body, _Scope("", None, False), (), ())
@@ -156,11 +201,12 @@ class SiteCollector:
 
     def _statement(self, node, scope: _Scope, guards: tuple, context: tuple) -> None:
         if isinstance(node, ast.Raise):
-            if node.exc is not None:
+            if node.exc is not None and self._raisers is None:
                 self.found.append(Found("raise", node, scope.qualname, scope.node, guards, context))
             self._calls(node, scope, guards, context)
         elif isinstance(node, ast.Assert):
-            self.found.append(Found("assert", node, scope.qualname, scope.node, guards, context))
+            if self._raisers is None:
+                self.found.append(Found("assert", node, scope.qualname, scope.node, guards, context))
             self._calls(node, scope, guards, context)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self._definition(node, scope, guards, context)
@@ -206,18 +252,34 @@ class SiteCollector:
         if isinstance(node, ast.ClassDef):
             self._block(node.body, _Scope(qualname, scope.node, False), guards, context)
         else:
-            self._block(node.body, _Scope(qualname, node, True), (), ())
+            in_class = scope.qualname if scope.qualname and not scope.in_function else None
+            self._block(node.body, _Scope(qualname, node, True, in_class), (), ())
 
     def _calls(self, node: ast.AST, scope: _Scope, guards: tuple, context: tuple) -> None:
-        """Record `warnings.warn(...)` calls anywhere inside an expression or simple statement."""
-        if not self._warn_names:
+        """Record `warnings.warn(...)` calls (or, given raisers, calls to them) anywhere inside
+        an expression or simple statement."""
+        if not self._needles:
             return
         lines = self._lines[node.lineno - 1 : node.end_lineno]
         if not any(needle in line for line in lines for needle in self._needles):
             return
         for inner in ast.walk(node):
-            if isinstance(inner, ast.Call) and _dotted(inner.func) in self._warn_names:
-                self.found.append(Found("warning", inner, scope.qualname, scope.node, guards, context))
+            if not isinstance(inner, ast.Call):
+                continue
+            if self._raisers is None:
+                if _dotted(inner.func) in self._warn_names:
+                    self.found.append(Found("warning", inner, scope.qualname, scope.node, guards, context))
+            elif (raiser := self._raiser(_dotted(inner.func), scope)) is not None:
+                self.found.append(Found("raise", inner, scope.qualname, scope.node, guards, context, raiser))
+
+    def _raiser(self, name: str, scope: _Scope) -> Raiser | None:
+        """The raiser a call by `name` reaches: a method of the caller's own class through
+        `self.`, else a function by the name it is seen under."""
+        if name.startswith("self.") and scope.cls is not None:
+            raiser = self._raisers.get(f"{scope.cls}.{name[5:]}")
+            return raiser if raiser is not None and raiser.method else None
+        raiser = self._raisers.get(name)
+        return raiser if raiser is not None and not raiser.method else None
 
 
 def _lines_with(text: str, words: tuple[str, ...]) -> list[int]:
@@ -301,6 +363,10 @@ class _Reader:
         conditions = tuple(text for guard in found.guards for text in self._condition(guard))
         template = None
         resolved = False
+        raised_in = None
+        if found.raiser is not None:
+            raiser = found.raiser
+            raised_in = (raiser.path, raiser.function, raiser.line, raiser.end_line)
         if message is not None:
             template = self.variable_template(message, found) if isinstance(message, ast.Name) else None
             resolved = template is not None
@@ -319,11 +385,15 @@ class _Reader:
             assert_condition=assert_condition,
             snippet_start=max(1, line - SNIPPET_BEFORE),
             snippet_end=min(self._line_count, end_line + SNIPPET_AFTER),
+            raised_in=raised_in,
         )
 
     def _subject(self, found: Found) -> tuple[str | None, ast.expr | None, str | None]:
         """The exception name, the message expression and an assert's condition."""
         node = found.node
+        if found.raiser is not None:
+            raiser = found.raiser
+            return raiser.exception, _argument(node, raiser.position, (raiser.parameter,)), None
         if found.kind == "assert":
             return "AssertionError", node.msg, self.source(node.test)
         if found.kind == "warning":
@@ -472,14 +542,91 @@ def _within(statement: ast.AST, parents: dict[int, tuple[ast.AST, str]], around:
     return all(block in around for block in _blocks(statement, parents, scope))
 
 
-def _argument(call: ast.Call, index: int, keywords: tuple[str, ...]) -> ast.expr | None:
-    positional = call.args[index] if len(call.args) > index else None
-    if positional is not None and not isinstance(positional, ast.Starred):
-        return positional
+def _argument(call: ast.Call, index: int | None, keywords: tuple[str, ...]) -> ast.expr | None:
+    # After a `*args` no position is known.
+    if index is not None and len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
     for keyword in call.keywords:
         if keyword.arg in keywords:
             return keyword.value
     return None
+
+
+def _raiser(found: Found, site: Site) -> Raiser | None:
+    """The raiser a raise makes of its function: a module-level function or a method (not a
+    dunder, called by Python itself) that raises `Cls(p)`, `p` one of its parameters, as is."""
+    function = found.scope
+    if found.kind != "raise" or found.raiser is not None or site.exception is None or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    parts = site.template.parts if site.template is not None else ()
+    if len(parts) != 1 or not isinstance(parts[0], Placeholder) or parts[0] != Placeholder(parts[0].expr):
+        return None
+    name, qualname = function.name, found.function
+    method = qualname != name
+    if "<locals>" in qualname or name.startswith("__") and name.endswith("__"):
+        return None
+    arguments = function.args
+    positional = [a.arg for a in arguments.posonlyargs + arguments.args]
+    static = any(_dotted(d) == "staticmethod" for d in function.decorator_list)
+    if method and not static:
+        positional = positional[1:]
+    parameter = parts[0].expr
+    if parameter in positional:
+        return Raiser(qualname, parameter, positional.index(parameter), site.exception, method, site.line, site.end_line)
+    if parameter in (a.arg for a in arguments.kwonlyargs):
+        return Raiser(qualname, parameter, None, site.exception, method, site.line, site.end_line)
+    return None
+
+
+def _classes(body: list[ast.stmt], prefix: str) -> tuple[ClassBases, ...]:
+    """The classes with bases defined at module level (under `if` and `try` too) and in
+    their bodies, by qualified name."""
+    found: list[ClassBases] = []
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            bases = tuple(name for name in map(_dotted, node.bases) if name)
+            if bases:
+                found.append(ClassBases(prefix + node.name, bases))
+            found.extend(_classes(node.body, f"{prefix}{node.name}."))
+        elif isinstance(node, (ast.If, ast.Try, ast.TryStar)):
+            for inner in (node.body, node.orelse, getattr(node, "finalbody", []), *(h.body for h in getattr(node, "handlers", ()))):
+                found.extend(_classes(inner, prefix))
+    return tuple(found)
+
+
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from|import)[ \t\\(]", re.M)
+
+
+def _bindings(text: str, tree: ast.Module) -> tuple[Binding, ...]:
+    """The names the file's imports bind, wherever they are (a function's body too): only
+    the statements around lines that start with `import` or `from` are walked."""
+    starts, line, previous = [], 1, 0
+    for match in _IMPORT_LINE.finditer(text):
+        line += text.count("\n", previous, match.start())
+        previous = match.start()
+        starts.append(line)
+    found: list[Binding] = []
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            index = bisect.bisect_left(starts, node.lineno)
+            if index == len(starts) or starts[index] > node.end_lineno:
+                continue
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    found.append(Binding(alias.asname or alias.name, alias.name))
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    found.append(Binding("*" if alias.name == "*" else alias.asname or alias.name, module, alias.name))
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    walk(getattr(node, field, ()))
+                for inner in [*getattr(node, "handlers", ()), *getattr(node, "cases", ())]:
+                    walk(inner.body)
+
+    walk(tree.body)
+    return tuple(dict.fromkeys(found))
 
 
 def _resolve(name: ast.expr, found: Found) -> ast.AST | None:

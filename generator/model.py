@@ -136,6 +136,9 @@ class Site:
     # The id key under the rules before messages were read from variables and `{expr=}` kept
     # its text, where it differs from `key`: the ledger moves such ids to their new ones.
     legacy_key: str | None = None
+    # For a call to a raiser, where the exception is raised: the raiser's path, qualified
+    # name, line and end line (a traceback's last frame is there, not at the call).
+    raised_in: tuple[str, str, int, int] | None = None
 
     @property
     def message(self) -> str | None:
@@ -204,13 +207,83 @@ class SourceFile:
 
 
 @record
+class Raiser:
+    """A function that raises an exception made from one of its parameters (`def fail(obj,
+    message): raise ValueError(message)`): each call to it that passes text for that parameter
+    is a site of its own, in the caller (`generator.raisers`).
+
+    `function` is its qualified name in its module (`fail`, or `Pool.fail` for a method, called
+    as `self.fail` from its own class); `position` is the parameter's index among the arguments
+    a call passes (a method's `self` not counted), None when it can only be passed by keyword;
+    `line` and `end_line` are those of its raise, and `path` its file's, once resolved (a
+    blob alone does not know where it is)."""
+
+    function: str
+    parameter: str
+    position: int | None
+    exception: str
+    method: bool = False
+    line: int = 0
+    end_line: int = 0
+    path: str = ""
+
+
+@record
+class Binding:
+    """A name one import binds: `from module import member as name`, `import module as name`
+    (`member` None), or every public name of `module` for `from module import *` (`name` "*").
+    `module` is as written, a relative one with its leading dots."""
+
+    name: str
+    module: str
+    member: str | None = None
+
+
+@record
+class ClassBases:
+    """A class a file defines with the bases it names, as written (`errors.BaseError`)."""
+
+    name: str
+    bases: tuple[str, ...]
+
+
+@record
+class ExtractedFile:
+    """What one file alone gives: its sites, the raisers it defines, the names it imports and
+    the classes it derives. The sites of calls to raisers defined elsewhere are found later,
+    once every file's raisers are known (`generator.raisers`)."""
+
+    sites: tuple[Site, ...]
+    raisers: tuple[Raiser, ...] = ()
+    bindings: tuple[Binding, ...] = ()
+    classes: tuple[ClassBases, ...] = ()
+
+
+@record
 class Extraction:
-    """Everything one extraction found: the sites, sorted, and the files it had to skip."""
+    """Everything one extraction found: the sites, sorted, and the files it had to skip.
+
+    `inputs` names, for each file whose sites also depend on other files (calls to raisers
+    defined there), what its sites were made from: its blob sha and a digest of the raisers it
+    sees. A state kept between builds and brought up to date by changed blobs takes `made_from`
+    instead of the blob shas, so that a change to a raiser's file counts as a change to its
+    callers'."""
 
     upstream: Upstream
     files: tuple[SourceFile, ...]
     sites: tuple[Site, ...]
     problems: tuple[Problem, ...]
+    inputs: tuple[tuple[str, str], ...] = ()
+    # Each exception class upstream defines, by name, with the names of its ancestors
+    # (`raisers.exception_classes`).
+    classes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def made_from(self) -> dict[str, str]:
+        """Path -> what its sites were made from: the blob sha, or the blob sha and the digest
+        of the raisers the file sees."""
+        made = {file.path: file.blob_sha for file in self.files}
+        made.update(self.inputs)
+        return made
 
 
 @record
@@ -278,6 +351,13 @@ def scope_of(paths: Iterable[str]) -> str:
     `SCOPES` among them (`product` for none: a retired error whose place is unknown)."""
     scopes = {site_scope(path) for path in paths}
     return next((scope for scope in SCOPES if scope in scopes), "product")
+
+
+def merge_sites(sites: tuple[Site, ...], calls: tuple[Site, ...]) -> tuple[Site, ...]:
+    """A file's sites and the sites of its calls to raisers, in source order."""
+    if not calls:
+        return sites
+    return tuple(sorted(sites + calls, key=lambda site: site.line))
 
 
 def group_sites(sites: tuple[Site, ...], repo: str) -> tuple[ErrorEntry, ...]:

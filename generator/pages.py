@@ -156,18 +156,19 @@ class PageMemo:
 
 
 def search_files(
-    entries: tuple[ErrorEntry, ...], repo: str, cache_dir: Path | None = None, blobs: Mapping[str, str] | None = None
+    entries: tuple[ErrorEntry, ...], repo: str, cache_dir: Path | None = None, blobs: Mapping[str, str] | None = None, classes: tuple = ()
 ) -> list[tuple[str, bytes]]:
     """The search index's files, sorted by path. With `cache_dir` and the entries' `blobs`
     (path -> blob sha), the index's state stays in the cache between builds, and only the
-    errors with a site in a changed file are indexed again (`search.IndexState`)."""
+    errors with a site in a changed file are indexed again (`search.IndexState`). `classes`
+    are upstream's exception classes (`model.Extraction.classes`)."""
     from generator import search
 
     if cache_dir is None or blobs is None:
-        return sorted(search.search_files(entries, repo).items())
+        return sorted(search.search_files(entries, repo, classes).items())
     state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
     if state.repo != repo:
         state = search.IndexState(repo)
-    files = state.update(entries, blobs)
+    files = state.update(entries, blobs, classes)
     write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())

@@ -1,5 +1,6 @@
 """The extraction stage over a whole upstream tree: cache lookups, then the files that changed,
-parsed on every core, then the sites in a stable order."""
+parsed on every core; then, once every file's raisers are known, the calls to them (each
+file's by the raisers it sees, `generator.raisers`); then the sites in a stable order."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from importlib.metadata import version as package_version
 from importlib.util import find_spec
 
 from generator import workers
-from generator.cache import SiteCache
-from generator.model import Extraction, Problem, Site, SourceFile
+from generator import raisers
+from generator.cache import CallCache, SiteCache
+from generator.model import ExtractedFile, Extraction, Problem, Site, SourceFile, merge_sites
 from generator.progress import Progress
 from generator.upstream import Source
 
@@ -27,21 +29,23 @@ def extractor_version() -> str:
     digest = hashlib.sha256(Path(find_spec("generator.extract").origin).read_bytes())
     # And the records it makes: a site's key (`model.Site.key`) decides its `legacy_key`.
     digest.update(Path(find_spec("generator.model").origin).read_bytes())
+    # And which raisers a file sees.
+    digest.update(Path(find_spec("generator.raisers").origin).read_bytes())
     digest.update(f"{package_version('libcst')}|{sys.version_info[:2]}".encode())
     return digest.hexdigest()[:16]
 
 
-def extract_blob(path: str, data: bytes) -> tuple[Site, ...] | str:
-    """The sites of one file, or the reason it was skipped; never raises for bad input."""
+def extract_blob(path: str, data: bytes) -> ExtractedFile | str:
+    """What one file alone gives, or the reason it was skipped; never raises for bad input."""
     from generator import extract
 
     try:
-        return extract.extract_source(data, path)
+        return extract.extract_file(data, path)
     except extract.UnparsableFile as error:
         return str(error)
 
 
-def _extract_batch(cache: SiteCache, batch: list[tuple[SourceFile, bytes]]) -> list[tuple[Site, ...] | str]:
+def _extract_batch(cache: SiteCache, batch: list[tuple[SourceFile, bytes]]) -> list[ExtractedFile | str]:
     """Extract and cache a batch in a worker, so the parent only gathers results."""
     results = []
     for file, data in batch:
@@ -53,10 +57,11 @@ def _extract_batch(cache: SiteCache, batch: list[tuple[SourceFile, bytes]]) -> l
 
 def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -> Extraction:
     """Every site of the source, reading only blobs the cache does not already hold."""
-    cache = SiteCache(cache_dir, extractor_version())
+    version = extractor_version()
+    cache = SiteCache(cache_dir, version)
     files = source.files()
     progress = Progress("extract", len(files))
-    results: dict[str, tuple[Site, ...] | str] = {}
+    results: dict[str, ExtractedFile | str] = {}
     # What the cache lacks is parsed in other processes from the start, while this one reads
     # what it holds: after an upstream commit, the parsing (with libcst's import) of the few
     # changed files costs about as much as reading the cache for all the others.
@@ -73,15 +78,19 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
                 unreadable.append(file)
             else:
                 results[file.path] = cached
-        done, sites_found = len(results), sum(len(r) for r in results.values() if not isinstance(r, str))
+        done, sites_found = len(results), sum(len(r.sites) for r in results.values() if not isinstance(r, str))
         progress.update(done, f"files, {sites_found} sites")
         # An entry there but unreadable is parsed here, once the others are.
         for file, result in [*zip(missing, parsed), *zip(unreadable, _start(source, cache, unreadable, 1, stack))]:
             results[file.path] = result
             done += 1
-            sites_found += 0 if isinstance(result, str) else len(result)
+            sites_found += 0 if isinstance(result, str) else len(result.sites)
             progress.update(done, f"files, {sites_found} sites")
     progress.close()
+    parsed = {path: result for path, result in results.items() if not isinstance(result, str)}
+    paths = [file.path for file in files]
+    seen, classes = raisers.resolve(parsed, paths)
+    calls, inputs = _calls(source, CallCache(cache_dir, version), files, seen)
     sites: list[Site] = []
     problems: list[Problem] = []
     for file in files:
@@ -89,8 +98,30 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
         if isinstance(result, str):
             problems.append(Problem(file.path, result))
         else:
-            sites.extend(result)
-    return Extraction(source.upstream, files, tuple(sites), tuple(problems))
+            sites.extend(merge_sites(result.sites, calls.get(file.path, ())))
+    return Extraction(source.upstream, files, tuple(sites), tuple(problems), tuple(sorted(inputs.items())), classes)
+
+
+def _calls(source: Source, cache: CallCache, files: tuple[SourceFile, ...], seen: dict[str, dict]) -> tuple[dict[str, tuple[Site, ...]], dict[str, str]]:
+    """By path, the sites of calls to the raisers each file sees (`seen`), and what they were
+    made from (the blob sha and the digest of those raisers), read from the cache by that or
+    found here: a handful of files call raisers."""
+    calls, inputs = {}, {}
+    for file in files:
+        if file.path not in seen:
+            continue
+        key = f"{file.blob_sha}-{raisers.digest(seen[file.path])}"
+        inputs[file.path] = key
+        found = cache.load(key, file.path) if cache.has(key) else None
+        if found is None:
+            from generator import extract
+
+            found = extract.call_sites(source.read(file), file.path, seen[file.path])
+            cache.store(key, found)
+        calls[file.path] = found
+    return calls, inputs
+
+
 
 
 def _start(source: Source, cache: SiteCache, files: list[SourceFile], jobs: int | None, stack: ExitStack) -> Iterator[tuple[Site, ...] | str]:

@@ -20,7 +20,11 @@ Three signals, summed into one score:
   condition), the fallback for edited pastes.
 
 Then ranked in tiers: the error the traceback shows raised, then errors whose message or frame
-explains the paste and which are raised as the exception it names, then the rest by score.
+explains the paste and which are raised as the exception it names, then the rest by score. A
+class fits the one a paste names when it is that class or a subclass of it, or, when upstream
+defines the class named, one of its bases but `Exception` and `BaseException`; upstream's
+classes and their ancestors are read from its code (`raisers.exception_classes`) and kept in
+`search/classes.json` with Python's own, loaded only for a paste that names a class.
 
 The index is a set of small JSON files under `search/` (see `search_files`): a manifest, token
 shards (templates and postings, bucketed by a hash of a word), entry shards (titles, bucketed by
@@ -46,7 +50,7 @@ from generator.errors import ErrorkbError
 from generator.cache import BlobState
 from generator.model import ErrorEntry, Placeholder, Site
 
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 INDEX_DIR = "search"
 TOKEN_BUCKETS = 2048
 FILE_BUCKETS = 128
@@ -539,10 +543,39 @@ def site_signature(site: Site) -> str:
     return "raise" + (site.exception or "")
 
 
-def search_files(entries: Iterable[ErrorEntry], repo: str) -> dict[str, bytes]:
+def search_files(entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = ()) -> dict[str, bytes]:
     """The search index as files relative to the site root (`search/...json`), compact UTF-8
-    JSON with sorted keys, so two builds give identical bytes."""
-    return IndexState(repo).update(tuple(entries), None)
+    JSON with sorted keys, so two builds give identical bytes. `classes` are upstream's
+    exception classes with their ancestors (`model.Extraction.classes`)."""
+    return IndexState(repo).update(tuple(entries), None, classes)
+
+
+def classes_file(classes: Iterable[tuple[str, tuple[str, ...]]]) -> bytes:
+    """`search/classes.json`: by class name, its ancestors, for Python's exceptions and those
+    upstream defines (`defined`, which a class of Python's of the same name gives way to)."""
+    from generator.raisers import builtin_exceptions
+
+    ancestors = {name: list(found) for name, found in builtin_exceptions().items()}
+    defined = []
+    for name, found in classes:
+        ancestors[name] = list(found)
+        defined.append(name)
+    return encode({"ancestors": ancestors, "defined": sorted(defined)})
+
+
+def same_class(named: str, raised: str, classes: Mapping[str, Any]) -> bool:
+    """Whether an error raised as `raised` fits a paste naming `named`: the same class, a
+    subclass of it, or (`named` being upstream's) one of its bases but the catch-alls."""
+    raised = raised.rsplit(".", 1)[-1]
+    if named == raised:
+        return True
+    ancestors = classes.get("ancestors", {})
+    if named in ancestors.get(raised, ()):
+        return True
+    return raised not in _CATCH_ALL and named in classes.get("defined", ()) and raised in ancestors.get(named, ())
+
+
+_CATCH_ALL = ("Exception", "BaseException")
 
 
 def encode(data: Any) -> bytes:
@@ -601,11 +634,13 @@ class IndexState(BlobState):
         self.titles: list[dict[str, str]] = [{} for _ in range(ENTRY_BUCKETS)]
         self.files: dict[str, bytes] = {}
 
-    def update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, bytes]:
+    def update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None, classes: Iterable[tuple[str, tuple[str, ...]]] = ()) -> dict[str, bytes]:
         """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
         the entries were extracted from. With the blobs of the last update, only the errors
         with a site in a file whose blob changed are taken out and put in again, since an
-        error is made from its sites alone; without (None), everything is made again."""
+        error is made from its sites alone; without (None), everything is made again.
+        `classes` (upstream's exception classes) make `classes.json`, written whole."""
+        self.files[f"{INDEX_DIR}/classes.json"] = classes_file(classes)
         changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
@@ -626,9 +661,10 @@ class IndexState(BlobState):
         return self._encode(count, touched)
 
     def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
-        blobs = self.blobs
+        blobs, classes = self.blobs, self.files[f"{INDEX_DIR}/classes.json"]
         self.__init__(self.repo)
         self.blobs = blobs
+        self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry) for entry in ordered}
         self.total = sum(map(len, documents.values()))
@@ -704,11 +740,20 @@ class IndexState(BlobState):
             for site in entry.sites:
                 function = site.function.rsplit(".", 1)[-1]
                 signature = site_signature(site)
-                by_path.setdefault(site.path, []).append(f"[{quoted},{_quote(function)},{site.line},{site.end_line},{_quote(signature)}]")
-                row = f"[{quoted},{_quote(site.path)},{_quote(signature)}]"
-                named = by_name.setdefault(statement_key(function or "<module>", signature), [])
-                if row not in named:
-                    named.append(row)
+                places = [(site.path, function, site.line, site.end_line)]
+                if site.raised_in is not None:
+                    # A call to a raiser: a traceback's last frame is the raiser's raise.
+                    path, qualname, line, end_line = site.raised_in
+                    places.append((path, qualname.rsplit(".", 1)[-1], line, end_line))
+                for path, function, line, end_line in places:
+                    row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}]"
+                    found = by_path.setdefault(path, [])
+                    if row not in found:
+                        found.append(row)
+                    row = f"[{quoted},{_quote(path)},{_quote(signature)}]"
+                    named = by_name.setdefault(statement_key(function or "<module>", signature), [])
+                    if row not in named:
+                        named.append(row)
             for path, found in by_path.items():
                 number = bucket(path_key(path), FILE_BUCKETS)
                 self.sites[number].setdefault(path, {})[entry.id] = ",".join(found)
@@ -868,9 +913,10 @@ class SearchIndex:
         return tuple(sorted(self._pieces))
 
     @classmethod
-    def of_entries(cls, entries: Iterable[ErrorEntry], repo: str) -> SearchIndex:
-        """An index built in memory from entries (a lookup straight from a source)."""
-        files = search_files(entries, repo)
+    def of_entries(cls, entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = ()) -> SearchIndex:
+        """An index built in memory from entries (a lookup straight from a source), with
+        upstream's exception `classes`."""
+        files = search_files(entries, repo, classes)
         return cls(lambda path: json.loads(files[path]))
 
     @classmethod
@@ -995,19 +1041,20 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     words = query_tokens(paste)
     forms = forms_of(paste)
     named = exceptions_of(paste)
+    classes = index.piece("classes.json") if named else {}
     evidence: dict[str, list[float]] = {}  # error id: [template, frame, word]
     matched_how: dict[str, str] = {}  # error id: "message" or "beginning"
     class_fits: dict[str, bool] = {}  # error id: its exception is the one the paste names
 
     for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in shard_tokens(paste, words)), "none"]):
         for error_id, exception, _title, segments, starts, ends in index.piece(f"t/{name}.json")["templates"]:
-            value, how, form_exception = template_score(forms, segments, bool(starts), bool(ends), exception, manifest)
+            value, how, form_exception = template_score(forms, segments, bool(starts), bool(ends), exception, manifest, classes)
             if value > 0:
                 slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
                 if value > slot[0]:
                     slot[0] = value
                     matched_how[error_id] = how
-                    class_fits[error_id] = form_exception is None or exception is None or form_exception == exception
+                    class_fits[error_id] = form_exception is None or exception is None or same_class(form_exception, exception, classes)
 
     # Words: BM25, normalised by the weight of the query's known words so 1.0 is "all of them".
     totals: dict[str, float] = {}
@@ -1043,7 +1090,7 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
                 slot[1] = max(slot[1], value)
             if value >= 1.0:
                 exception = signature_exception(signature)
-                if not named or exception is None or exception in named:
+                if not named or exception is None or any(same_class(name, exception, classes) for name in named):
                     raised.add(error_id)
 
         shard = index.piece(f"f/{bucket(path_key(frame.path), manifest['file_buckets'])}.json")
@@ -1076,7 +1123,7 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
 
 
 def template_score(
-    forms: list[tuple[str, str | None, float]], segments: list[str], starts: bool, ends: bool, exception: str | None, manifest: dict
+    forms: list[tuple[str, str | None, float]], segments: list[str], starts: bool, ends: bool, exception: str | None, manifest: dict, classes: Mapping[str, Any] | None = None
 ) -> tuple[float, str, str | None]:
     """How well a template explains the paste, over its forms (squashed text, the exception it
     names, weight), with how and on which form's exception: 0 when no form matches.
@@ -1086,10 +1133,12 @@ def template_score(
     template found only inside a form (a prefix before it, text after it) counts nine tenths.
     A form that is the template's beginning (the paste stops before the message does) scores
     the share its literal text pins down, at `partial` weight, plus 1 when that is enough.
-    A form naming the template's own exception adds `named_exception`."""
+    A form naming the template's own exception (`same_class` with `classes`) adds
+    `named_exception`."""
     literal = sum(units(s) for s in segments)
     best, how, best_exception = 0.0, "", None
     for form, form_exception, form_weight in forms:
+        fits = form_exception is not None and exception is not None and same_class(form_exception, exception, classes or {})
         size = max(units(form), 1)
         kind = "message"
         if template_matches(form, segments, starts, ends):
@@ -1101,7 +1150,7 @@ def template_score(
         else:
             pinned = template_prefix(form, segments, starts)
             # A short beginning is chance, unless it is a whole literal of the exception named.
-            whole_first = form_exception is not None and form_exception == exception and form.startswith(segments[0])
+            whole_first = fits and form.startswith(segments[0])
             if pinned < manifest["confident_start"] and not (whole_first and pinned >= manifest["short_start"]):
                 continue
             weight = manifest["partial"]
@@ -1116,7 +1165,7 @@ def template_score(
                 or (weight == 1.0 and starts and units(segments[0]) >= manifest["confident_start"])
             )
         value = ((1.0 if confident else 0.0) + weight * share) * form_weight
-        if form_exception is not None and form_exception == exception:
+        if fits:
             value += manifest["named_exception"]
         if value > best:
             best, how, best_exception = value, kind, form_exception

@@ -441,3 +441,46 @@ def test_browse_pages_are_rendered_once_per_context_across_builds(tmp_path):
     again.save()
     # Only the pages of the last build are kept.
     assert len(PageMemo(tmp_path / "memo.pickle").known) == 2
+
+
+RAISER_CODE = {
+    "python/sglang/__init__.py": "",
+    "python/sglang/srt/utils/__init__.py": "from sglang.srt.utils.common import *\n",
+    "python/sglang/srt/utils/common.py": '''
+        def raise_error_or_warn(obj, strict, counter_name, message):
+            if strict:
+                raise ValueError(message)
+        ''',
+    "python/sglang/srt/checker.py": '''
+        from sglang.srt.utils import raise_error_or_warn
+
+        def report_leak(pool_name, token_msg):
+            msg = f"{pool_name} memory leak detected! {token_msg}"
+            raise_error_or_warn(None, True, "count", msg)
+        ''',
+}
+
+
+def test_a_raiser_that_changes_rebuilds_its_callers_pages_as_an_empty_cache_does(tmp_path):
+    """Only the raiser's file changes between the revisions, not its caller's: the call's
+    error (and so its page, the search index and related errors) must follow, as the states
+    kept between builds are keyed by what each file's sites were made from."""
+    changed = {
+        "python/sglang/srt/utils/common.py": '''
+            def raise_error_or_warn(obj, strict, counter_name, message):
+                if strict:
+                    raise RuntimeError(message)
+            '''
+    }
+    root = tmp_path / "up"
+    shas = make_repo(root, [RAISER_CODE, changed, RAISER_CODE])
+    for number, sha in enumerate(shas):
+        fresh_content = tmp_path / f"fresh-content-{number}"
+        (tmp_path / "content").mkdir(exist_ok=True)
+        shutil.copytree(tmp_path / "content", fresh_content)
+        build(config(), inputs_of(config(), f"git:{root}@{sha}", tmp_path / "site", tmp_path / "content", tmp_path / "cache"), jobs=1)
+        build(config(), inputs_of(config(), f"git:{root}@{sha}", tmp_path / f"fresh-{number}", fresh_content, tmp_path / f"fresh-cache-{number}"), jobs=1)
+        assert tree(tmp_path / "site") == tree(tmp_path / f"fresh-{number}"), number
+    leak = error_id("o/r", "RuntimeError", "{} memory leak detected! {}")
+    document = json.loads((tmp_path / "fresh-1" / "api" / "errors" / f"{leak}.json").read_bytes())
+    assert document["locations"][0]["path"] == "python/sglang/srt/checker.py"

@@ -515,3 +515,104 @@ def test_self_documenting_placeholders_keep_their_text_and_punctuation_alone_is_
     assert punctuation.message is None and punctuation.key.startswith("@python/sglang/srt/h.py:warmup:0")
     assert punctuation.legacy_key == "{}, {}"
     assert other.key == "res.code={}" and other.legacy_key.startswith("@python/sglang/srt/h.py:warmup:")
+
+
+# -- Raisers: a function that raises what its caller passes --------------------------------------
+
+RAISER = textwrap.dedent(
+    """\
+    def raise_error_or_warn(obj, strict, counter_name, message, log_interval=1000):
+        if strict:
+            raise ValueError(message)
+    """
+)
+
+RAISER_CALLS = [
+    pytest.param(
+        RAISER + "def check(pool, n):\n    if n:\n        raise_error_or_warn(pool, True, 'c', f'{n} pages leaked!')\n",
+        ("{n} pages leaked!", "check", ("n",)),
+        id="positional-f-string",
+    ),
+    pytest.param(
+        RAISER + "def check(pool, n):\n    raise_error_or_warn(pool, True, 'c', message='leak: %d pages' % n)\n",
+        ("leak: {n} pages", "check", ()),
+        id="keyword-percent",
+    ),
+    pytest.param(
+        RAISER
+        + "class Checker:\n    def _report_leak(self, pool_name, token_msg):\n"
+        + "        msg = f'{pool_name} memory leak detected! {token_msg}'\n"
+        + "        raise_error_or_warn(self, True, 'c', msg)\n",
+        ("{pool_name} memory leak detected! {token_msg}", "Checker._report_leak", ()),
+        id="local-variable",
+    ),
+    pytest.param(
+        "class Pool:\n    def _fail(self, reason):\n        raise RuntimeError(reason)\n"
+        + "    def alloc(self, n):\n        if n > 4:\n            self._fail('too many pages: {}'.format(n))\n",
+        ("too many pages: {n}", "Pool.alloc", ("n > 4",)),
+        id="method-through-self",
+    ),
+]
+
+
+@pytest.mark.parametrize("source, expected", RAISER_CALLS)
+def test_a_call_to_a_raiser_is_a_site_with_the_message_it_passes(source, expected):
+    sites = sites_of(source)
+    [call] = [site for site in sites if site.message is not None]
+    assert (call.message, call.function, call.conditions) == expected
+    assert call.kind == "raise" and call.legacy_key is None
+    assert call.exception == ("RuntimeError" if "Pool" in source else "ValueError")
+    # The raiser's own site stays: its published id keeps resolving.
+    assert any(site.message is None and site.exception == call.exception for site in sites)
+
+
+RAISER_CALLS_WITHOUT_SITE = [
+    pytest.param(RAISER + "def check(pool, msg):\n    raise_error_or_warn(pool, True, 'c', msg)\n", id="message-is-a-parameter"),
+    pytest.param(RAISER + "def check(pool, *args):\n    raise_error_or_warn(*args, 'text after a star')\n", id="position-unknown-after-star"),
+    pytest.param(RAISER + "def check(pool):\n    raise_error_or_warn(pool, True, 'a counter name, not the message')\n", id="other-argument"),
+    pytest.param("def fail(message):\n    raise ValueError(f'bad: {message}')\ndef g():\n    fail('x')\n", id="message-not-the-parameter-as-is"),
+    pytest.param("def f():\n    def fail(m):\n        raise ValueError(m)\n    fail('nested functions are not raisers')\n", id="nested-function"),
+    pytest.param("class A:\n    def fail(self, m):\n        raise ValueError(m)\ndef g(a):\n    a.fail('not self')\n", id="method-not-through-self"),
+]
+
+
+@pytest.mark.parametrize("source", RAISER_CALLS_WITHOUT_SITE)
+def test_a_call_that_passes_no_text_to_a_raiser_adds_no_site(source):
+    assert all(site.message is None or "fail" in source and site.message.startswith("bad") for site in sites_of(source))
+
+
+def test_a_raiser_and_the_names_a_file_imports_are_recorded():
+    from generator.extract import extract_file
+    from generator.model import Binding, Raiser
+
+    source = textwrap.dedent(
+        """\
+        import os.path as p
+        from .common import fail as f, other
+        from sglang.srt.utils import *
+        class Pool:
+            @staticmethod
+            def stop(reason):
+                raise RuntimeError(reason)
+            def run(self):
+                from x import y
+        def kw(*, detail):
+            raise KeyError(detail)
+        """
+    )
+    extracted = extract_file(source.encode(), PATH)
+    assert extracted.raisers == (Raiser("Pool.stop", "reason", 0, "RuntimeError", True, 7, 7), Raiser("kw", "detail", None, "KeyError", False, 11, 11))
+    assert extracted.bindings == (
+        Binding("p", "os.path"),
+        Binding("f", ".common", "fail"),
+        Binding("other", ".common", "other"),
+        Binding("*", "sglang.srt.utils", "*"),
+        Binding("y", "x", "y"),
+    )
+
+
+def test_imports_under_match_and_try_are_read():
+    from generator.extract import extract_file
+
+    source = "match x:\n    case 1:\n        from a import b\ntry:\n    import c\nexcept ImportError:\n    from d import e\n"
+    assert [b.name for b in extract_file(source.encode(), PATH).bindings] == ["b", "c", "e"]

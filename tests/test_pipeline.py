@@ -138,3 +138,72 @@ def test_extract_command_prints_spec_fields_and_exit_3_when_something_was_skippe
 def test_extract_command_bad_source_is_one_line_and_exit_1(tmp_path, capsys):
     assert main(["extract", "--source", "git:/no/such/repo@main", "--cache-dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err == "errorkb: git:/no/such/repo: not a git repository\n"
+
+
+RAISING = {
+    "python/sglang/__init__.py": "",
+    # No `python/sglang/srt/__init__.py`: a namespace package, as upstream's is.
+    "python/sglang/srt/utils/__init__.py": "from sglang.srt.utils.common import *\n",
+    "python/sglang/srt/utils/common.py": """\
+        def raise_error_or_warn(obj, strict, counter_name, message):
+            if strict:
+                raise ValueError(message)
+        """,
+    "python/sglang/srt/checker.py": """\
+        from sglang.srt.utils import raise_error_or_warn
+        from .utils import common
+
+        class Checker:
+            def _report_leak(self, pool_name, token_msg):
+                msg = f"{pool_name} memory leak detected! {token_msg}"
+                raise_error_or_warn(self, True, "count", msg)
+
+            def check(self, n):
+                common.raise_error_or_warn(self, True, "count", f"{n} pages leaked")
+        """,
+}
+
+
+def _messages(extraction):
+    return sorted((s.path.rsplit("/", 1)[-1], s.line, s.exception, s.message) for s in extraction.sites)
+
+
+def test_calls_to_a_raiser_of_another_file_are_sites_through_imports_and_re_exports(tmp_path):
+    make_repo(tmp_path / "up", [RAISING])
+    extraction = extract(tmp_path / "up", "main", tmp_path / "cache")
+    assert _messages(extraction) == [
+        ("checker.py", 7, "ValueError", "{pool_name} memory leak detected! {token_msg}"),
+        ("checker.py", 10, "ValueError", "{n} pages leaked"),
+        ("common.py", 3, "ValueError", None),
+    ]
+    call = next(s for s in extraction.sites if s.line == 7)
+    assert call.function == "Checker._report_leak" and call.legacy_key is None
+    # The caller's sites were made from its blob and the raisers it sees.
+    made = extraction.made_from()
+    assert made["python/sglang/srt/checker.py"].startswith(next(f.blob_sha for f in extraction.files if f.path.endswith("checker.py")) + "-")
+    assert made["python/sglang/__init__.py"] == next(f.blob_sha for f in extraction.files if f.path == "python/sglang/__init__.py")
+
+
+def test_a_raiser_that_changes_changes_its_callers_sites_though_their_blobs_do_not(tmp_path):
+    """The cache never serves a caller's call sites made with a raiser as it was: whatever ran
+    before, the sites equal those of a cold run."""
+    changed = {
+        "python/sglang/srt/utils/common.py": """\
+            def raise_error_or_warn(obj, strict, counter_name, message):
+                raise RuntimeError(counter_name)
+            """
+    }
+    gone = {"python/sglang/srt/utils/common.py": "def raise_error_or_warn(obj, strict, counter_name, message):\n    pass\n"}
+    shas = make_repo(tmp_path / "up", [RAISING, changed, gone, RAISING])
+    cache = tmp_path / "cache"
+    runs = [extract(tmp_path / "up", sha, cache) for sha in shas]
+    cold = [extract(tmp_path / "up", sha, tmp_path / f"cold{number}") for number, sha in enumerate(shas)]
+    assert [_messages(run) for run in runs] == [_messages(run) for run in cold]
+    checker = "python/sglang/srt/checker.py"
+    assert [m for m in _messages(runs[1]) if m[0] == "checker.py"] == [
+        ("checker.py", 7, "RuntimeError", "count"),
+        ("checker.py", 10, "RuntimeError", "count"),
+    ]
+    assert [m for m in _messages(runs[2]) if m[0] == "checker.py"] == []
+    made = [run.made_from()[checker] for run in runs]
+    assert made[0] != made[1] and made[0] == made[3] and made[2] == next(f.blob_sha for f in runs[2].files if f.path == checker)

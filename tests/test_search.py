@@ -618,3 +618,107 @@ def test_placeholder_names_never_leak_into_matching() -> None:
     (entry,) = entries_of('raise ValueError(f"dtype {kv_cache_dtype} unsupported")')
     matcher = matcher_of(entry)
     assert matcher is not None and not any(re.search("kv_cache", s) for s in matcher.segments)
+
+
+CLASSES_SOURCE = """\
+class KVTransferError(RuntimeError):
+    pass
+
+def send(room):
+    raise KVTransferError(f"Transfer failed for room {room}")
+
+def check(room):
+    raise ValueError(f"Transfer failed for room {room}")
+
+def retry(room):
+    raise RuntimeError(f"Transfer failed for room {room}")
+
+def catch_all(room):
+    raise Exception(f"Transfer failed for room {room}")
+
+def lookup_key(name):
+    raise KeyError(f"no layer named {name} here")
+
+def lookup_value(name):
+    raise ValueError(f"no layer named {name} here")
+"""
+
+
+@pytest.fixture
+def classes_index() -> SearchIndex:
+    from generator.extract import extract_file
+    from generator.raisers import exception_classes
+
+    path = "python/sglang/srt/x.py"
+    extracted = {path: extract_file(CLASSES_SOURCE.encode(), path)}
+    classes = exception_classes(extracted, [path])
+    assert classes == (("KVTransferError", ("BaseException", "Exception", "RuntimeError")),)
+    return SearchIndex.of_entries(entries_of(CLASSES_SOURCE, path), REPO, classes)
+
+
+CLASS_FITS = [
+    # A subclass of the class named fits: upstream's class and the class itself, above
+    # ValueError and Exception (a base of a class of Python's is no fit).
+    pytest.param("RuntimeError: Transfer failed for room 7", {"KVTransferError", "RuntimeError"}, id="subclass-of-the-class-named"),
+    # Upstream's class named: it, and its bases but the catch-alls.
+    pytest.param("KVTransferError: Transfer failed for room 7", {"KVTransferError", "RuntimeError"}, id="base-of-upstreams-class"),
+    # Python's own classes: KeyError is a LookupError.
+    pytest.param("LookupError: no layer named x here", {"KeyError"}, id="python-subclass"),
+    pytest.param("ValueError: Transfer failed for room 7", {"ValueError"}, id="same-class-only"),
+]
+
+
+@pytest.mark.parametrize("paste, fitting", CLASS_FITS)
+def test_a_class_fits_the_class_named_its_subclasses_and_upstreams_bases(classes_index: SearchIndex, paste: str, fitting: set) -> None:
+    results = lookup(paste, classes_index)
+    fits = [r.exception in fitting for r in results]
+    # Every candidate whose class fits ranks above every one whose class does not.
+    assert fits == sorted(fits, reverse=True) and fits[0]
+    assert {r.exception for r in results if r.exception in fitting} == fitting
+
+
+def test_a_class_that_fits_nothing_still_finds_the_message(classes_index: SearchIndex) -> None:
+    (best, *_) = lookup("TypeError: no layer named x here", classes_index)
+    assert best.message == "no layer named {name} here"
+
+
+def test_classes_json_holds_pythons_and_upstreams_classes() -> None:
+    from generator.search import classes_file
+
+    data = json.loads(classes_file((("KVTransferError", ("BaseException", "Exception", "RuntimeError")),)))
+    assert data["defined"] == ["KVTransferError"]
+    assert data["ancestors"]["KeyError"] == ["LookupError", "Exception", "BaseException"]
+    assert data["ancestors"]["KVTransferError"] == ["BaseException", "Exception", "RuntimeError"]
+
+
+RAISER_SOURCE = """\
+def raise_error_or_warn(obj, strict, counter_name, message):
+    if strict:
+        raise ValueError(message)
+
+def report_leak(pool_name, token_msg):
+    msg = f"{pool_name} memory leak detected! {token_msg}"
+    raise_error_or_warn(None, True, "count", msg)
+
+def double_free(n):
+    raise_error_or_warn(None, True, "count", f"KV double free: {n} duplicate pages.")
+"""
+
+RAISER_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/v/sglang/srt/x.py", line 7, in report_leak
+    raise_error_or_warn(None, True, "count", msg)
+  File "/v/sglang/srt/x.py", line 3, in raise_error_or_warn
+    raise ValueError(message)
+ValueError: token_to_kv_pool_allocator memory leak detected! available_size=644, protected_size=0
+"""
+
+
+def test_a_traceback_ending_in_a_raiser_finds_the_call_whose_message_it_shows() -> None:
+    index = SearchIndex.of_entries(entries_of(RAISER_SOURCE), REPO)
+    results = lookup(RAISER_TRACEBACK, index)
+    assert results[0].message == "{pool_name} memory leak detected! {token_msg}"
+    # The raiser's own, message-less site is still found, below it.
+    assert any(r.message is None and r.exception == "ValueError" for r in results[1:])
+    # Without the traceback, the message alone finds it too.
+    assert lookup(RAISER_TRACEBACK.splitlines()[-1], index)[0].message == "{pool_name} memory leak detected! {token_msg}"

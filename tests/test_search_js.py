@@ -49,8 +49,8 @@ const index = api.openIndex((name) => Promise.resolve(JSON.parse(fs.readFileSync
 """
 
 
-def write_site(root: Path, entries) -> Path:
-    for path, data in search_files(entries, REPO).items():
+def write_site(root: Path, entries, classes=()) -> Path:
+    for path, data in search_files(entries, REPO, classes).items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(data)
     return root
@@ -129,6 +129,21 @@ def test_small_index_agrees(tmp_path: Path) -> None:
     assert out["tokens"] == [tokens(key) for key in KEYS]
 
 
+def test_class_weighing_agrees(tmp_path: Path) -> None:
+    from generator.extract import extract_file
+    from generator.raisers import exception_classes
+    from tests.test_search import CLASS_FITS, CLASSES_SOURCE
+
+    path = "python/sglang/srt/x.py"
+    classes = exception_classes({path: extract_file(CLASSES_SOURCE.encode(), path)}, [path])
+    site = write_site(tmp_path / "site", group_sites(extract_source(CLASSES_SOURCE.encode(), path), REPO), classes)
+    pastes = [case.values[0] for case in CLASS_FITS] + ["TypeError: no layer named x here", "KVTransferError: no layer named x here"]
+    out = run_node(tmp_path, site, pastes, [])
+    index = SearchIndex.of_site(site)
+    for paste, js in zip(pastes, out["lookups"]):
+        assert_same_ranking(lookup(paste, index), js["results"], paste)
+
+
 def test_early_results_are_the_first_final_results(tmp_path: Path) -> None:
     entries = group_sites(tuple(extract_source(textwrap.dedent(SOURCE).encode(), "python/sglang/srt/x.py")), REPO)
     site = write_site(tmp_path / "site", entries)
@@ -139,7 +154,7 @@ def test_early_results_are_the_first_final_results(tmp_path: Path) -> None:
 @pytest.mark.real
 def test_pasted_set_agrees_with_python(sglang, tmp_path: Path) -> None:
     entries = group_sites(sglang.sites, sglang.upstream.repo)
-    site = write_site(tmp_path / "site", entries)
+    site = write_site(tmp_path / "site", entries, sglang.classes)
     pastes = [case["paste"] for case in json.loads(PASTED.read_text(encoding="utf-8"))]
     pastes += [case["paste"] for case in json.loads(REPORTS.read_text(encoding="utf-8"))]
     out = run_node(tmp_path, site, pastes, [])

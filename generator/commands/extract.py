@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def site_record(site: Site, upstream: Upstream) -> dict:
-    """A site as SPEC's JSON line: the contract fields first, then the extras."""
-    return {
+    """A site as SPEC's JSON line: the contract fields first, then the extras; a call to a
+    raiser adds where the raiser raises (`raised_in`)."""
+    record = {
         "id": site.id(upstream.repo),
         "kind": site.kind,
         "exception": site.exception,
@@ -52,6 +53,10 @@ def site_record(site: Site, upstream: Upstream) -> dict:
         "url": upstream.url(site.path, site.line),
         "scope": site_scope(site.path),
     }
+    if site.raised_in is not None:
+        path, function, line, _end = site.raised_in
+        record["raised_in"] = {"path": path, "function": function, "line": line}
+    return record
 
 
 def report(extraction: Extraction) -> int:

@@ -69,7 +69,7 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
         return SearchIndex.of_site(args.site)
     config = config_of(args)
     extraction = extract_upstream(source_of(args, config), cache_dir_of(args, config))
-    return SearchIndex.of_entries(group_sites(extraction.sites, extraction.upstream.repo), extraction.upstream.repo)
+    return SearchIndex.of_entries(group_sites(extraction.sites, extraction.upstream.repo), extraction.upstream.repo, extraction.classes)
 
 
 def record(candidate: Candidate) -> dict:

@@ -42,7 +42,7 @@
   var LEADING_NAME = /^[A-Za-z0-9_.]*/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
   // The index format this code reads (search/manifest.json "version"), as in search.py.
-  var INDEX_VERSION = 4;
+  var INDEX_VERSION = 5;
   // A pasted log can be long; the error is at its end, and its message has fewer words than this.
   var MAX_PASTE = 20000;
   var MAX_WORDS = 80;
@@ -373,7 +373,20 @@
     return pinned;
   }
 
-  function templateScore(forms, segments, starts, ends, exception, manifest) {
+  var CATCH_ALL = ["Exception", "BaseException"];
+
+  // As search.py's same_class: the class named, a subclass of it, or (upstream's) one of its bases.
+  function sameClass(named, raised, classes) {
+    raised = raised.slice(raised.lastIndexOf(".") + 1);
+    if (named === raised) return true;
+    var ancestors = (classes && classes.ancestors) || {};
+    var own = Object.prototype.hasOwnProperty.call(ancestors, raised) ? ancestors[raised] : [];
+    if (own.indexOf(named) >= 0) return true;
+    var theirs = Object.prototype.hasOwnProperty.call(ancestors, named) ? ancestors[named] : [];
+    return CATCH_ALL.indexOf(raised) < 0 && ((classes && classes.defined) || []).indexOf(named) >= 0 && theirs.indexOf(raised) >= 0;
+  }
+
+  function templateScore(forms, segments, starts, ends, exception, manifest, classes) {
     var literal = 0;
     segments.forEach(function (s) {
       literal += s.length;
@@ -381,6 +394,7 @@
     var best = 0, how = "", bestException = null;
     forms.forEach(function (item) {
       var form = item[0], formException = item[1], formWeight = item[2];
+      var fits = formException !== null && exception !== null && sameClass(formException, exception, classes);
       var size = Math.max(form.length, 1);
       var kind = "message", weight, pinned;
       if (templateMatches(form, segments, starts, ends)) {
@@ -391,7 +405,7 @@
         pinned = literal;
       } else {
         pinned = templatePrefix(form, segments, starts);
-        var wholeFirst = formException !== null && formException === exception && form.startsWith(segments[0]);
+        var wholeFirst = fits && form.startsWith(segments[0]);
         if (pinned < manifest.confident_start && !(wholeFirst && pinned >= manifest.short_start)) return;
         weight = manifest.partial;
         kind = "beginning";
@@ -407,7 +421,7 @@
           (weight === 1 && starts && segments[0].length >= manifest.confident_start);
       }
       var value = ((confident ? 1 : 0) + weight * share) * formWeight;
-      if (formException !== null && formException === exception) value += manifest.named_exception;
+      if (fits) value += manifest.named_exception;
       if (value > best) {
         best = value;
         how = kind;
@@ -495,8 +509,10 @@
       return index.piece("t/" + name + ".json");
     });
     var fileShardLoading = framePiece ? index.piece(framePiece) : Promise.resolve(null);
+    var classesLoading = named.size ? index.piece("classes.json") : Promise.resolve({});
     var functionShardLoading = functionPiece ? index.piece(functionPiece) : Promise.resolve(null);
     var shards = await Promise.all(loading);
+    var classes = await classesLoading;
     var byName = new Map();
     names.forEach(function (name, i) {
       byName.set(name, shards[i]);
@@ -514,14 +530,14 @@
     shards.forEach(function (shard) {
       shard.templates.forEach(function (record) {
         var id = record[0], exception = record[1], segments = record[3];
-        var scored = templateScore(forms, segments, !!record[4], !!record[5], exception, manifest);
+        var scored = templateScore(forms, segments, !!record[4], !!record[5], exception, manifest, classes);
         var value = scored[0];
         if (value > 0) {
           var slot = slotOf(id);
           if (value > slot[0]) {
             slot[0] = value;
             matchedHow.set(id, scored[1]);
-            classFits.set(id, scored[2] === null || exception === null || scored[2] === exception);
+            classFits.set(id, scored[2] === null || exception === null || sameClass(scored[2], exception, classes));
           }
           known.set(id, { id: id, title: record[2], message: record[2], exception: exception, kind: null, where: null });
         }
@@ -559,7 +575,11 @@
       }
       if (value >= 1.0) {
         var exception = signatureException(signature);
-        if (!named.size || exception === null || named.has(exception)) raised.add(id);
+        var fitsNamed = false;
+        named.forEach(function (name) {
+          if (exception !== null && sameClass(name, exception, classes)) fitsNamed = true;
+        });
+        if (!named.size || exception === null || fitsNamed) raised.add(id);
       }
     }
     var fileShard = await fileShardLoading;
