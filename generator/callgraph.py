@@ -35,6 +35,8 @@ ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "*/sglang/srt/server_args.py:*",
         "*/sglang/srt/server_args_config_parser.py:*",
         "*/sglang/launch_server.py:*",
+        "*/sglang/multimodal_gen/runtime/server_args/*:*",
+        "*/sglang/multimodal_gen/runtime/launch_server.py:*",
         # A module's own code runs when it is imported, at start-up.
         "*:<module>",
     )),
@@ -46,6 +48,8 @@ ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "*/sglang/srt/entrypoints/anthropic/*:*",
         "*/sglang/srt/entrypoints/ollama/*:*",
         "*/sglang/srt/entrypoints/grpc*:*",
+        "*/sglang/multimodal_gen/runtime/entrypoints/*:*",
+        "*/sglang/multimodal_gen/configs/sample/*:*",
         "*/sglang/srt/managers/io_struct.py:*",
         "*/sglang/srt/managers/tokenizer_manager.py:TokenizerManager.generate_request",
         "*/sglang/srt/managers/tokenizer_manager.py:TokenizerManager._tokenize_one_request",
@@ -77,6 +81,12 @@ ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "*/sglang/srt/utils/hf_transformers*:*",
         "*/sglang/srt/distributed/parallel_state.py:init_*",
         "*/sglang/srt/distributed/parallel_state.py:initialize_*",
+        "*/sglang/multimodal_gen/configs/pipeline_configs/*:*",
+        "*/sglang/multimodal_gen/runtime/loader/*:*",
+        "*/sglang/multimodal_gen/runtime/pipelines*:*.__init__",
+        "*/sglang/multimodal_gen/runtime/pipelines*:*.initialize_pipeline",
+        "*/sglang/multimodal_gen/runtime/pipelines*:*.load_*",
+        "*/sglang/multimodal_gen/runtime/models/*:*.__init__",
     )),
     # Scheduler, workers, kernels, communication while serving.
     ("serving", (
@@ -90,6 +100,17 @@ ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "*/sglang/srt/models/*:*.forward",
         "*/sglang/srt/model_executor/*:*.forward*",
         "*/sglang/srt/disaggregation/*:*",
+        # Reached through registries, torch ops and per-model dispatch, which the graph does
+        # not follow: attention and MoE backends, speculative workers, kernels, and the
+        # diffusion server's pipeline stages and workers.
+        "*/sglang/srt/layers/attention/*:*",
+        "*/sglang/srt/layers/moe/*:*",
+        "*/sglang/srt/layers/*:*.forward*",
+        "*/sglang/srt/speculative/*:*",
+        "*/sglang/kernels/*:*",
+        "*/sglang/multimodal_gen/runtime/pipelines_core/stages/*:*",
+        "*/sglang/multimodal_gen/runtime/models/*:*.forward*",
+        "*/sglang/multimodal_gen/runtime/managers/*:*",
     )),
     # CLI utilities, benchmarks, the client-side frontend language.
     ("tool", (
@@ -269,6 +290,9 @@ class Caller:
     conditions: tuple[str, ...]
 
 
+# How many classes may define a method for a call of it on an unknown object to count, in the
+# phase walk, as a call of each.
+_MAY_DISPATCH = 12
 # Method names too common to resolve by name alone.
 _COMMON_METHODS = frozenset({"__init__", "__call__", "forward", "get", "run", "update", "close", "start", "stop", "reset", "init", "load", "step", "apply"})
 
@@ -291,11 +315,20 @@ class CallGraph:
         self._methods = methods
         self.callers: dict[Function, list[Caller]] = {}
         self.callees: dict[Function, set[Function]] = {}
+        # Calls of a method several classes define (`self.backend.init_forward_metadata()`):
+        # any of them may run, which the phase walk follows; not listed as callers.
+        self.maybe: dict[Function, set[Function]] = {}
         for fact in self.modules.values():
             for call in fact.calls:
-                for target in self.resolve(fact, call.caller, call.callee):
+                found = self.resolve(fact, call.caller, call.callee)
+                for target in found:
                     self.callers.setdefault(target, []).append(Caller(fact.path, call.caller, call.line, call.conditions))
                     self.callees.setdefault((fact.path, call.caller), set()).add(target)
+                if not found and "." in call.callee:
+                    head, method = call.callee.split(".", 1)[0], call.callee.rpartition(".")[2]
+                    definers = methods.get(method, ())
+                    if 1 < len(definers) <= _MAY_DISPATCH and method not in _COMMON_METHODS and head not in fact.imports:
+                        self.maybe.setdefault((fact.path, call.caller), set()).update(definers)
 
     # -- Resolving names ---------------------------------------------------------------------
 
@@ -321,7 +354,9 @@ class CallGraph:
         found = self._name(fact, callee, 0)
         if found:
             return [found]
-        if rest:
+        # A method of an object whose class the graph cannot see (`self.pool.free()`), but not
+        # an attribute of a module or class the name is known to be (`torch.empty`).
+        if rest and head not in fact.imports and head not in fact.classes and head not in fact.functions:
             return self._by_method_name(callee.rpartition(".")[2])
         return []
 
@@ -424,18 +459,26 @@ class CallGraph:
         """Each function's phase: that of the nearest entry point it is reached from (a
         breadth-first walk from all at once, in the order given on a tie). Functions that
         nothing reaches are absent."""
-        patterns = [(phase, re.compile("|".join(fnmatch.translate(glob) for glob in globs))) for phase, globs in entry_points]
+        # Each glob is a path part and a function part: the paths are matched once each, and
+        # only the functions of matching files against the function parts.
+        rules = []
+        for phase, globs in entry_points:
+            for glob in globs:
+                path_glob, _, function_glob = glob.partition(":")
+                rules.append((phase, re.compile(fnmatch.translate(path_glob)), re.compile(fnmatch.translate(function_glob or "*"))))
         phase_of: dict[Function, str] = {}
         queue: deque[Function] = deque()
-        functions = [(fact.path, name) for fact in self.modules.values() for name in (*fact.functions, "")]
-        for phase, pattern in patterns:
-            for path, name in functions:
-                if (path, name) not in phase_of and pattern.match(f"{path}:{name or '<module>'}"):
-                    phase_of[path, name] = phase
-                    queue.append((path, name))
+        for phase, path_pattern, function_pattern in rules:
+            for fact in self.modules.values():
+                if not path_pattern.match(fact.path):
+                    continue
+                for name in (*fact.functions, ""):
+                    if (fact.path, name) not in phase_of and function_pattern.match(name or "<module>"):
+                        phase_of[fact.path, name] = phase
+                        queue.append((fact.path, name))
         while queue:
             current = queue.popleft()
-            for target in sorted(self.callees.get(current, ())):
+            for target in sorted(self.callees.get(current, set()) | self.maybe.get(current, set())):
                 if target not in phase_of:
                     phase_of[target] = phase_of[current]
                     queue.append(target)
