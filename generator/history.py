@@ -101,15 +101,22 @@ def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[
     """The ledger as files under `ledger/`: one per first hex digit of the id, so that no file
     grows large, each record one sorted-key JSON line without default values. `known` holds
     lines as read (`load_ledger`): a record whose line says what it says keeps that line."""
-    known = known or {}
+    lines = ledger_lines(records, known)
     shards: dict[str, list[str]] = {}
     for error_id in sorted(records):
-        record = records[error_id]
+        shards.setdefault(error_id[0], []).append(lines[error_id][1])
+    return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(texts) + "\n").encode() for digit, texts in shards.items()}
+
+
+def ledger_lines(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]] | None = None) -> dict[str, tuple[tuple, str]]:
+    """Each record's ledger line, by id, with what it says (as `load_ledger` gives them):
+    lines in `known` that still say what their record says are kept, the others encoded."""
+    known = known or {}
+    lines = {}
+    for error_id, record in records.items():
         key = _line_key(record)
         line = known.get(error_id)
-        if line is not None and line[0] == key:
-            text = line[1]
-        else:
+        if line is None or line[0] != key:
             # getattr rather than asdict, which deep-copies: 27,000 records on every build.
             data = {k: v for k in _RECORD_FIELDS if _DEFAULTS.get(k, _NO_DEFAULT) != (v := getattr(record, k))}
             if data["status"] == "active":
@@ -117,9 +124,9 @@ def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[
             for listed in ("aliases", "split_into"):
                 if listed in data:
                     data[listed] = list(data[listed])
-            text = json.dumps(data, sort_keys=True, ensure_ascii=False)
-        shards.setdefault(error_id[0], []).append(text)
-    return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(texts) + "\n").encode() for digit, texts in shards.items()}
+            line = (key, json.dumps(data, sort_keys=True, ensure_ascii=False))
+        lines[error_id] = line
+    return lines
 
 
 def write_history(
@@ -133,9 +140,19 @@ def write_history(
 def history_files(records: Mapping[str, LedgerRecord], changes: Iterable[Change], known: Mapping[str, tuple[tuple, str]] | None = None) -> dict[str, bytes]:
     """The ledger's files (`ledger_files`) and the change list's, by path under `content/`."""
     files = ledger_files(records, known)
-    lines = [json.dumps(asdict(change), sort_keys=True, ensure_ascii=False) for change in changes]
-    files[CHANGES_NAME] = ("\n".join(lines) + "\n").encode() if lines else b""
+    files[CHANGES_NAME] = changes_file(change_line(change) for change in changes)
     return files
+
+
+def change_line(change: Change) -> str:
+    """One change as its line of `changes.jsonl`."""
+    return json.dumps(asdict(change), sort_keys=True, ensure_ascii=False)
+
+
+def changes_file(lines: Iterable[str]) -> bytes:
+    """`changes.jsonl` from its lines (`change_line`), newest first."""
+    lines = list(lines)
+    return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
 def write_files(content: Path, files: Mapping[str, bytes]) -> None:
