@@ -44,15 +44,20 @@ def run(args: argparse.Namespace) -> int:
     if end is None:
         raise ErrorkbError(f"--to is needed: the configured source {config.source!r} is not a pypi: release")
     name = pinned["name"] if pinned else config.package
-    started = time.monotonic()
+    started = last = time.monotonic()
 
     def report(step: ReleaseStep) -> None:
+        nonlocal last
+        seconds, last = time.monotonic() - last, time.monotonic()
         if step.skipped:
             print(f"errorkb: skipped {name} {step.version}: {step.skipped}", file=sys.stderr)
             return
         counts = ", ".join(f"{step.count(kind)} {kind}" for kind in COUNTED)
-        unparsable = f", {step.unparsable} files do not parse" if step.unparsable else ""
-        print(f"{step.version:<14} {step.files:5d} files ({step.parsed} parsed{unparsable}), {step.errors:5d} errors: {counts}", flush=True)
+        unparsable = f", {step.unparsable} do not parse" if step.unparsable else ""
+        print(
+            f"{step.version:<14} {step.files:5d} files ({step.parsed} parsed{unparsable}), {step.errors:5d} errors: {counts} ({seconds:.1f} s)",
+            flush=True,
+        )
 
     result = backfill(config, content_of(args, config), cache_dir_of(args, config), args.start, end, name, args.jobs, report)
     read = [step for step in result.steps if not step.skipped]
