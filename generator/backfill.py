@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -37,7 +37,8 @@ from generator.pipeline import extract_upstream, extractor_version
 from generator.upstream import PypiSource, Source, release_versions, version_key
 
 PROGRESS_NAME = "progress.json"
-# The kinds of change each release's line counts; a fresh backfill makes no others.
+# The kinds of change each release's line counts; others (`rekeyed`, `split`: an id of one
+# release that a site of the next had under earlier id rules) are counted where they occur.
 COUNTED = ("added", "reworded", "moved", "retired")
 
 
@@ -110,7 +111,8 @@ def backfill(
         report(step)
     if upstream is None:
         raise SourceError(f"pypi:{name}: no release from {start} to {end} could be read")
-    joined = join_content(content, records, state.changes(), upstream)
+    folded = {step.revision for step in steps if not step.skipped}
+    joined = join_content(content, records, state.changes(), upstream, folded)
     return Backfill(tuple(steps), resumed, joined.records, len(joined.changes))
 
 
@@ -256,10 +258,12 @@ def _step_of(data: dict) -> ReleaseStep:
 # -- Joining the backfill with the ledger in content/ ----------------------------------------------
 
 
-def join_content(content: Path, backfilled: dict[str, LedgerRecord], changes: tuple[Change, ...], upstream: Upstream) -> history.LedgerUpdate:
+def join_content(
+    content: Path, backfilled: dict[str, LedgerRecord], changes: tuple[Change, ...], upstream: Upstream, folded: Collection[str]
+) -> history.LedgerUpdate:
     """Write into `content` the backfilled ledger joined with the one already there
-    (`join_ledgers`); a content folder without one takes the backfill as it is, with
-    `upstream.json` naming the last release folded in."""
+    (`join_ledgers`; `folded`: the revisions of the releases folded in); a content folder
+    without one takes the backfill as it is, with `upstream.json` naming the last release."""
     lines: dict[str, tuple[tuple, str]] = {}
     current = history.load_ledger(content, lines)
     built = history.last_built(content)
@@ -267,7 +271,7 @@ def join_content(content: Path, backfilled: dict[str, LedgerRecord], changes: tu
         joined = history.LedgerUpdate(backfilled, changes)
         history.save_history(content, history.BuildHistory(backfilled, (), changes), upstream)
         return joined
-    joined = join_ledgers(backfilled, changes, current, history.load_changes(content), upstream, _upstream_of(content))
+    joined = join_ledgers(backfilled, changes, current, history.load_changes(content), upstream, _upstream_of(content), folded)
     history.write_history(content, joined.records, joined.changes, lines)
     return joined
 
@@ -284,6 +288,7 @@ def join_ledgers(
     current_changes: tuple[Change, ...],
     end: Upstream,
     built: Upstream,
+    folded: Collection[str] = (),
 ) -> history.LedgerUpdate:
     """The backfilled ledger (up to release `end`) with the current one (last built at `built`)
     laid over it. An id only one side knows keeps its record. An id both know keeps the
@@ -291,8 +296,13 @@ def join_ledgers(
     first release, the aliases of both, and the backfill's pin where its code is the same (the
     pin a build of each release in turn leaves). An id active at `end` that the current
     ledger never saw, when that ledger was built at another revision, was gone by then: it is
-    retired there. Changes: the current ones, then the backfill's not already among them,
-    newest first."""
+    retired there.
+
+    Changes, newest first: the backfill's, and the current ones not already among them. At a
+    revision the backfill `folded`, what changed since the release before is the backfill's to
+    say: the current ledger's changes there are kept only for ids the backfill does not know
+    (ids of earlier id rules, `rekeyed` or `split`), since the others were made against another
+    predecessor (an earlier build of the same revision, by other code)."""
     records = dict(backfilled)
     added: list[Change] = []
     if built.revision != end.revision:
@@ -316,9 +326,10 @@ def join_ledgers(
             kept = tuple(a for a in record.aliases if records.get(a) is None or records[a].status != "active")
             if kept != record.aliases:
                 records[error_id] = replace(record, aliases=kept)
-    seen = {(c.id, c.revision, c.change) for c in current_changes}
+    kept = [c for c in current_changes if c.revision not in folded or c.id not in backfilled]
+    seen = {(c.id, c.revision, c.change) for c in kept}
     earlier = [c for c in backfilled_changes if (c.id, c.revision, c.change) not in seen]
     # Newest first by date; at the same date the current ledger's changes come first, and each
     # side keeps its own order (a stable sort).
-    changes = sorted([*added, *current_changes, *earlier], key=lambda c: c.date, reverse=True)
+    changes = sorted([*added, *kept, *earlier], key=lambda c: c.date, reverse=True)
     return history.LedgerUpdate(records, tuple(changes))

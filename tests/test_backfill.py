@@ -302,3 +302,18 @@ def test_join_retires_what_a_later_ledger_never_saw():
     assert (joined.records["b"].status, joined.records["b"].retired_in) == ("retired", "sha")
     assert joined.records["c"] == current["c"]
     assert joined.changes == (Change("b", "sha", "2026-01-05T00:00:00Z", "retired", "b"),)
+
+
+def test_join_takes_the_backfills_changes_at_a_release_it_folded():
+    def record(error_id, status="active", first="v1"):
+        return LedgerRecord(error_id, status, first, "v2", "raise", "ValueError", error_id, "p.py", 1, "f", code="c", pinned=first)
+
+    backfilled = {"a": record("a"), "b": record("b", first="v2")}
+    current = {"a": record("a", first="v2"), "b": record("b", first="v2"), "old": record("old", "moved", first="v2")}
+    end = built = Upstream("r", "pypi:sglang==2", "v2", "2026-01-02T00:00:00Z")
+    mine = (Change("b", "v2", end.date, "added", "b"),)
+    # The current ledger was first built at v2 by older code, then again: `a` looked added, `old` rekeyed.
+    theirs = (Change("a", "v2", end.date, "added", "a"), Change("old", "v2", end.date, "rekeyed", None, "a"), Change("b", "v2", end.date, "added", "b"))
+    joined = join_ledgers(backfilled, mine, current, theirs, end, built, folded={"v1", "v2"})
+    assert [(c.id, c.change) for c in joined.changes] == [("old", "rekeyed"), ("b", "added")]
+    assert joined.records["old"] == current["old"]

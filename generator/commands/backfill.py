@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         if step.skipped:
             print(f"errorkb: skipped {name} {step.version}: {step.skipped}", file=sys.stderr)
             return
-        counts = ", ".join(f"{step.count(kind)} {kind}" for kind in COUNTED)
+        kinds = [*COUNTED, *sorted(kind for kind, _ in step.changes if kind not in COUNTED)]
+        counts = ", ".join(f"{step.count(kind)} {kind}" for kind in kinds)
         unparsable = f", {step.unparsable} do not parse" if step.unparsable else ""
         print(
             f"{step.version:<14} {step.files:5d} files ({step.parsed} parsed{unparsable}), {step.errors:5d} errors: {counts} ({seconds:.1f} s)",
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     skipped = [step for step in result.steps if step.skipped]
     if result.resumed:
         print(f"backfill: continued after {result.steps[result.resumed - 1].version} ({result.resumed} releases folded in before)", file=sys.stderr)
-    totals = ", ".join(f"{sum(step.count(kind) for step in read)} {kind}" for kind in COUNTED)
+    kinds = [*COUNTED, *sorted({kind for step in read for kind, _ in step.changes} - set(COUNTED))]
+    totals = ", ".join(f"{sum(step.count(kind) for step in read)} {kind}" for kind in kinds)
     statuses = {}
     for record in result.records.values():
         statuses[record.status] = statuses.get(record.status, 0) + 1
