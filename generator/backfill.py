@@ -15,8 +15,8 @@ made by other code is never continued), is never edited or committed, and an int
 then leaves `content/` as it was. A run continues after the last release recorded there.
 
 Once the last release is folded in, the backfilled ledger is joined with the ledger in
-`content/` (`join_ledgers`): nothing it holds is dropped, and where both know an id the
-current ledger's word stands, with the backfill's earlier history (first release, aliases, pin).
+`content/` (`join_ledgers`): nothing it holds is dropped; where both know an id, the newer
+word stands (the backfill's, when it read the release the current ledger was last built at).
 """
 
 from __future__ import annotations
@@ -291,21 +291,26 @@ def join_ledgers(
     folded: Collection[str] = (),
 ) -> history.LedgerUpdate:
     """The backfilled ledger (up to release `end`) with the current one (last built at `built`)
-    laid over it. An id only one side knows keeps its record. An id both know keeps the
-    current record (the newer word on its status, message and place), with the backfill's
-    first release, the aliases of both, and the backfill's pin where its code is the same (the
-    pin a build of each release in turn leaves). An id active at `end` that the current
-    ledger never saw, when that ledger was built at another revision, was gone by then: it is
-    retired there.
+    laid over it; `folded`: the revisions of the releases the backfill read. An id only one
+    side knows keeps its record.
+
+    An id both know: when the backfill folded the revision the current ledger was last built
+    at, the backfill's record is the one to keep (it read every release up to there with this
+    code, while the current ledger's may come from older code), with the aliases of both;
+    otherwise the current ledger is newer and its record stands, with the backfill's first
+    release, the aliases of both, and the backfill's pin where its code is the same (the pin a
+    build of each release in turn leaves). Then an id active at `end` that the current ledger
+    never saw was gone by the time it was built: it is retired there.
 
     Changes, newest first: the backfill's, and the current ones not already among them. At a
-    revision the backfill `folded`, what changed since the release before is the backfill's to
+    revision the backfill folded, what changed since the release before is the backfill's to
     say: the current ledger's changes there are kept only for ids the backfill does not know
     (ids of earlier id rules, `rekeyed` or `split`), since the others were made against another
     predecessor (an earlier build of the same revision, by other code)."""
     records = dict(backfilled)
     added: list[Change] = []
-    if built.revision != end.revision:
+    newer = built.revision not in folded and built.revision != end.revision
+    if newer:
         for error_id, then in backfilled.items():
             if then.status == "active" and error_id not in current:
                 records[error_id] = replace(then, status="retired", retired_in=built.revision)
@@ -315,9 +320,12 @@ def join_ledgers(
         if then is None:
             records[error_id] = now
             continue
-        joined = replace(now, first_seen=then.first_seen)
-        if now.code == then.code and then.pinned:
-            joined = replace(joined, pinned=then.pinned, pinned_date=then.pinned_date)
+        if newer:
+            joined = replace(now, first_seen=then.first_seen)
+            if now.code == then.code and then.pinned:
+                joined = replace(joined, pinned=then.pinned, pinned_date=then.pinned_date)
+        else:
+            joined = then
         if joined.status == "active":
             joined = replace(joined, aliases=tuple(sorted({*then.aliases, *now.aliases})))
         records[error_id] = joined
