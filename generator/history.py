@@ -370,7 +370,7 @@ def pair_rewordings(vanished: list[LedgerRecord], appeared: list[ErrorEntry]) ->
                 threshold = SAME_NAME_SIMILARITY
             else:
                 continue
-            score = similarity(old.message, new.message)
+            score = similarity(old.message, new.message, threshold)
             if score >= threshold:
                 candidates.append((-score, old.id, new.id))
     pairs: dict[str, str] = {}
@@ -382,9 +382,16 @@ def pair_rewordings(vanished: list[LedgerRecord], appeared: list[ErrorEntry]) ->
     return pairs
 
 
-def similarity(old: str, new: str) -> float:
-    """How alike two message templates read, from 0 to 1 (difflib's ratio on the text)."""
-    return difflib.SequenceMatcher(None, old, new, autojunk=False).ratio()
+def similarity(old: str, new: str, at_least: float = 0.0) -> float:
+    """How alike two message templates read, from 0 to 1 (difflib's ratio on the text); or,
+    when difflib's cheap upper bounds of that ratio already fall below `at_least`, that bound.
+    The ratio itself costs a search for matching blocks, the bounds only a count of lengths and
+    of characters: a backfill compares thousands of candidates, most of them far apart."""
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for bound in (matcher.real_quick_ratio, matcher.quick_ratio):
+        if (score := bound()) < at_least:
+            return score
+    return matcher.ratio()
 
 
 def _bare(function: str) -> str:
