@@ -66,12 +66,12 @@ class ReleaseStep:
 @dataclass(frozen=True, slots=True)
 class Backfill:
     """What a backfill did: every release folded in (from earlier runs too, `resumed` of them),
-    and the ledger it left in the content folder."""
+    and the ledger it left in the content folder, with how many changes that lists."""
 
     steps: tuple[ReleaseStep, ...]
     resumed: int
     records: dict[str, LedgerRecord]
-    changes: int
+    change_count: int
 
 
 def backfill(
@@ -111,8 +111,8 @@ def backfill(
         report(step)
     if upstream is None:
         raise SourceError(f"pypi:{name}: no release from {start} to {end} could be read")
-    folded = {step.revision for step in steps if not step.skipped}
-    joined = join_content(content, records, state.changes(), upstream, folded)
+    revisions = {step.revision for step in steps if not step.skipped}
+    joined = join_content(content, records, state.changes(), upstream, revisions)
     return Backfill(tuple(steps), resumed, joined.records, len(joined.changes))
 
 

@@ -76,5 +76,5 @@ def run(args: argparse.Namespace) -> int:
         f"{sum(s.files for s in read)} files, {sum(s.parsed for s in read)} parsed; {totals}",
         flush=True,
     )
-    print(f"backfill: ledger of {len(result.records)} ids ({ledger}), {result.changes} changes; {time.monotonic() - started:.1f} s", file=sys.stderr)
+    print(f"backfill: ledger of {len(result.records)} ids ({ledger}), {result.change_count} changes; {time.monotonic() - started:.1f} s", file=sys.stderr)
     return EXIT_PARTIAL if skipped else EXIT_OK
