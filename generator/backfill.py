@@ -99,6 +99,10 @@ def backfill(
     upstream = state.upstream()
     cache = SiteCache(cache_dir, extractor_version())
     known: dict[tuple[str, str], tuple[Site, ...] | Problem] = {}
+    if len(steps) < len(wanted):
+        # The extractor (and libcst, 0.4 s to import) is imported here once, so that the workers
+        # each release forks to parse its new blobs find it imported instead of importing it.
+        import generator.extract  # noqa: F401
     for version in wanted[len(steps) :]:
         step, folded = fold_release(config, name, version, cache_dir, cache, records, jobs, known)
         if folded is not None:
