@@ -1,4 +1,5 @@
-"""Upstream sources: a git repository at a revision, or a release from the package index.
+"""Upstream sources: a git repository at a revision, or a release from the package index (and
+the list of a project's releases there, `release_versions`).
 
 This is the only module that runs git or downloads anything. Everything else receives
 `SourceFile` records (upstream path and git blob sha) and reads their bytes through
