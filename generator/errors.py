@@ -16,6 +16,11 @@ class SourceError(ErrorkbError):
     """The upstream source cannot be read: unknown spec, missing revision, corrupt download."""
 
 
+class DownloadError(SourceError):
+    """The package index or an archive on it cannot be reached, or sent something other than
+    what it lists: worth trying again, unlike a release that cannot be read."""
+
+
 class ConfigError(ErrorkbError):
     """`errorkb.toml` is missing a value or has one of the wrong type."""
 

@@ -98,22 +98,29 @@ def _line_key(record: LedgerRecord) -> tuple:
     return (_LINE_FIELDS(record), None if record.status == "active" else record.last_seen)
 
 
-def ledger_files(
-    records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]] | None = None, lines: dict[str, tuple[tuple, str]] | None = None
-) -> dict[str, bytes]:
+def ledger_files(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]] | None = None, lines: dict[str, tuple[tuple, str]] | None = None) -> dict[str, bytes]:
     """The ledger as files under `ledger/`: one per first hex digit of the id, so that no file
     grows large, each record one sorted-key JSON line without default values. `known` holds
     lines as read (`load_ledger`): a record whose line says what it says keeps that line.
     `lines`, when given, receives each record's line as `load_ledger` would read it back."""
-    known = known or {}
+    made = ledger_lines(records, known)
+    if lines is not None:
+        lines.update(made)
     shards: dict[str, list[str]] = {}
     for error_id in sorted(records):
-        record = records[error_id]
+        shards.setdefault(error_id[0], []).append(made[error_id][1])
+    return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(texts) + "\n").encode() for digit, texts in shards.items()}
+
+
+def ledger_lines(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[tuple, str]] | None = None) -> dict[str, tuple[tuple, str]]:
+    """Each record's ledger line, by id, with what it says (as `load_ledger` gives them):
+    lines in `known` that still say what their record says are kept, the others encoded."""
+    known = known or {}
+    lines = {}
+    for error_id, record in records.items():
         key = _line_key(record)
         line = known.get(error_id)
-        if line is not None and line[0] == key:
-            text = line[1]
-        else:
+        if line is None or line[0] != key:
             # getattr rather than asdict, which deep-copies: 27,000 records on every build.
             data = {k: v for k in _RECORD_FIELDS if _DEFAULTS.get(k, _NO_DEFAULT) != (v := getattr(record, k))}
             if data["status"] == "active":
@@ -121,11 +128,9 @@ def ledger_files(
             for listed in ("aliases", "split_into"):
                 if listed in data:
                     data[listed] = list(data[listed])
-            text = json.dumps(data, sort_keys=True, ensure_ascii=False)
-        if lines is not None:
-            lines[error_id] = (key, text)
-        shards.setdefault(error_id[0], []).append(text)
-    return {f"{LEDGER_FOLDER}/{digit}.jsonl": ("\n".join(texts) + "\n").encode() for digit, texts in shards.items()}
+            line = (key, json.dumps(data, sort_keys=True, ensure_ascii=False))
+        lines[error_id] = line
+    return lines
 
 
 def write_history(
@@ -150,8 +155,7 @@ def history_files(
     lines: dict[str, tuple[tuple, str]] | None = {} if cache_dir is not None else None
     files = ledger_files(records, known, lines)
     changes = tuple(changes)
-    texts = [json.dumps(asdict(change), sort_keys=True, ensure_ascii=False) for change in changes]
-    files[CHANGES_NAME] = ("\n".join(texts) + "\n").encode() if texts else b""
+    files[CHANGES_NAME] = changes_file(change_line(change) for change in changes)
     if cache_dir is not None:
         path = _history_cache(cache_dir, files, revision)
         write_cache(path, state_bytes((dict(records), lines, changes)))
@@ -189,6 +193,17 @@ def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | 
         if name == CHANGES_NAME or name.startswith(f"{LEDGER_FOLDER}/"):
             digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
     return kept(cache_dir, "history", [__file__], suffix="-" + digest.hexdigest()[:24])
+
+
+def change_line(change: Change) -> str:
+    """One change as its line of `changes.jsonl`."""
+    return json.dumps(asdict(change), sort_keys=True, ensure_ascii=False)
+
+
+def changes_file(lines: Iterable[str]) -> bytes:
+    """`changes.jsonl` from its lines (`change_line`), newest first."""
+    lines = list(lines)
+    return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
 def write_files(content: Path, files: Mapping[str, bytes]) -> None:
@@ -406,7 +421,7 @@ def pair_rewordings(vanished: list[LedgerRecord], appeared: list[ErrorEntry]) ->
                 threshold = SAME_NAME_SIMILARITY
             else:
                 continue
-            score = similarity(old.message, new.message)
+            score = similarity(old.message, new.message, threshold)
             if score >= threshold:
                 candidates.append((-score, old.id, new.id))
     pairs: dict[str, str] = {}
@@ -418,9 +433,16 @@ def pair_rewordings(vanished: list[LedgerRecord], appeared: list[ErrorEntry]) ->
     return pairs
 
 
-def similarity(old: str, new: str) -> float:
-    """How alike two message templates read, from 0 to 1 (difflib's ratio on the text)."""
-    return difflib.SequenceMatcher(None, old, new, autojunk=False).ratio()
+def similarity(old: str, new: str, at_least: float = 0.0) -> float:
+    """How alike two message templates read, from 0 to 1 (difflib's ratio on the text); or,
+    when difflib's cheap upper bounds of that ratio already fall below `at_least`, that bound.
+    The ratio itself costs a search for matching blocks, the bounds only a count of lengths and
+    of characters: a backfill compares thousands of candidates, most of them far apart."""
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for bound in (matcher.real_quick_ratio, matcher.quick_ratio):
+        if (score := bound()) < at_least:
+            return score
+    return matcher.ratio()
 
 
 def _bare(function: str) -> str:

@@ -1,4 +1,5 @@
-"""Upstream sources: a git repository at a revision, or a release from the package index.
+"""Upstream sources: a git repository at a revision, or a release from the package index (and
+the list of a project's releases there, `release_versions`).
 
 This is the only module that runs git or downloads anything. Everything else receives
 `SourceFile` records (upstream path and git blob sha) and reads their bytes through
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.config import Config
-from generator.errors import SourceError
+from generator.errors import DownloadError, SourceError
 from generator.files import write_atomic
 from generator.model import SourceFile, Upstream
 
@@ -103,13 +104,7 @@ class PypiSource(Source):
             return Release(**json.loads(record.read_text()))
         except (OSError, ValueError, TypeError):
             pass
-        url = f"{self._config.index_url.rstrip('/')}/{self._name}/"
-        request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                index = json.load(response)
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            raise SourceError(f"pypi:{self._name}=={self._version}: cannot read the index at {url}: {error}") from None
+        url, index = _read_index(self._name, self._config, f"pypi:{self._name}=={self._version}")
         release = choose_release(index.get("files", []), self._name, self._version)
         if release is None:
             raise SourceError(f"pypi:{self._name}=={self._version}: no such release on {url}")
@@ -124,11 +119,86 @@ class PypiSource(Source):
             with urllib.request.urlopen(release.url, timeout=300) as response:
                 data = response.read()
         except (urllib.error.URLError, OSError) as error:
-            raise SourceError(f"{release.filename}: download failed: {error}") from None
+            raise DownloadError(f"{release.filename}: download failed: {error}") from None
         if hashlib.sha256(data).hexdigest() != release.sha256:
-            raise SourceError(f"{release.filename}: corrupt download: sha256 does not match the index")
+            raise DownloadError(f"{release.filename}: corrupt download: sha256 does not match the index")
         write_atomic(path, data)
         return path
+
+
+def _read_index(name: str, config: Config, asked: str) -> tuple[str, dict]:
+    """The index's JSON page of a project (PEP 691): its files and, from API 1.1, its versions."""
+    url = f"{config.index_url.rstrip('/')}/{name}/"
+    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return url, json.load(response)
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise DownloadError(f"{asked}: cannot read the index at {url}: {error}") from None
+
+
+def release_versions(name: str, config: Config, cache_dir: Path, wanted: str | None = None) -> tuple[str, ...]:
+    """Every version of `name` the index lists, oldest first (PEP 440 order). The listing is
+    kept in the cache (`pypi/<name>-index.json`) and asked again only when it lacks `wanted`,
+    so a backfill that resumes asks nothing. The archive of each version that has one is
+    recorded as `PypiSource` would record it, so opening each release asks the index nothing."""
+    folder = cache_dir / "pypi"
+    listing = folder / f"{name}-index.json"
+    try:
+        index = json.loads(listing.read_bytes())
+        versions = _listed_versions(index)
+    except (OSError, ValueError, TypeError, AttributeError):
+        index, versions = None, None
+    if versions is None or (wanted is not None and wanted not in versions):
+        _, index = _read_index(name, config, f"pypi:{name}")
+        versions = _listed_versions(index)
+        if versions is None:
+            raise SourceError(f"pypi:{name}: the index's answer lists no files")
+        write_atomic(listing, json.dumps(index, sort_keys=True).encode())
+    for version in versions:
+        record = folder / f"{name}-{version}.json"
+        if not record.exists() and (release := choose_release(index["files"], name, version)) is not None:
+            write_atomic(record, json.dumps(_asdict(release)).encode())
+    return tuple(sorted(versions, key=version_key))
+
+
+def _listed_versions(index: dict) -> set[str] | None:
+    """The versions of an index page: its `versions` (API 1.1), else those its files name."""
+    files = index.get("files")
+    if not isinstance(files, list):
+        return None
+    versions = index.get("versions")
+    if isinstance(versions, list):
+        return set(versions)
+    return {v for entry in files if (v := _archive_version(entry.get("filename", ""))) is not None}
+
+
+_VERSION = re.compile(
+    r"v?(?P<release>\d+(?:\.\d+)*)(?:[-_.]?(?P<pre>a|b|rc|alpha|beta|c)[-_.]?(?P<pre_n>\d*))?"
+    r"(?:[-_.]?post[-_.]?(?P<post>\d*))?(?:[-_.]?dev[-_.]?(?P<dev>\d*))?(?:\+[a-z0-9.]+)?",
+    re.I,
+)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
+
+
+def version_key(version: str) -> tuple:
+    """PEP 440 order for the versions a project publishes (`0.5.0rc1` < `0.5.0` < `0.5.0.post1`);
+    a version that is not PEP 440 sorts after all others, by its text."""
+    match = _VERSION.fullmatch(version.strip())
+    if match is None:
+        return (1, (), (), 0, 0, version)
+    release = tuple(int(part) for part in match["release"].split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    if match["pre"]:
+        pre = (0, _PRE_RANK[match["pre"].lower()], int(match["pre_n"] or 0))
+    elif match["dev"] is not None and match["post"] is None:
+        pre = (-1,)  # 1.0.dev1 comes before 1.0a1
+    else:
+        pre = (1,)
+    post = -1 if match["post"] is None else int(match["post"] or 0)
+    dev = float("inf") if match["dev"] is None else int(match["dev"] or 0)
+    return (0, release, pre, post, dev, version)
 
 
 def choose_release(files: list[dict], name: str, version: str) -> Release | None:

@@ -6,6 +6,6 @@ and a build does not (pydantic and ruamel.yaml, through `generator.schema`; the 
 flag checks), that `run` imports.
 """
 
-from generator.commands import build, callers, check, diff, extract, lookup, review, scaffold, serve
+from generator.commands import backfill, build, callers, check, diff, extract, lookup, review, scaffold, serve
 
-COMMANDS = (extract, build, check, scaffold, review, lookup, callers, diff, serve)
+COMMANDS = (extract, build, backfill, check, scaffold, review, lookup, callers, diff, serve)

@@ -1,0 +1,347 @@
+"""`errorkb backfill`: the ledger over every release of upstream on the package index.
+
+Each release from `start` to `end`, oldest first, is read as a build of `pypi:<name>==<version>`
+reads it (`upstream.PypiSource`, the sites of each blob through the cache, `model.group_sites`)
+and folded into a ledger by `history.update_ledger`, as a build of each release in turn would
+fold it. No page is rendered. A blob that an earlier release (or an earlier run) already had is
+read from the sites cache, not parsed again, and a file the release before had at the same
+path with the same blob is not even read from the cache: what it gave is kept in memory.
+
+The ledger being made is kept in the cache, in `backfill/<digest>/`, in the content folder's own
+format (`ledger/`, `changes.jsonl`, `upstream.json`), with `progress.json` listing the releases
+folded in so far; it is written after each release. It lives in the cache, not in `content/`,
+because it is made only from public releases and this code (the digest covers both, so a state
+made by other code is never continued), is never edited or committed, and an interrupted run
+then leaves `content/` as it was. A run continues after the last release recorded there.
+
+Once the last release is folded in, the backfilled ledger is joined with the ledger in
+`content/` (`join_ledgers`): nothing it holds is dropped; where both know an id, the newer
+word stands (the backfill's, when it read the release the current ledger was last built at).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from generator import history
+from generator.cache import SiteCache, code_digest
+from generator.config import Config
+from generator.errors import DownloadError, ErrorkbError, SourceError
+from generator.files import write_atomic
+from generator.model import Change, LedgerRecord, Problem, Site, SourceFile, Upstream, group_sites
+from generator.pipeline import extract_upstream, extractor_version
+from generator.upstream import PypiSource, Source, release_versions, version_key
+
+PROGRESS_NAME = "progress.json"
+# The kinds of change each release's line counts; others (`rekeyed`, `split`: an id of one
+# release that a site of the next had under earlier id rules) are counted where they occur.
+COUNTED = ("added", "reworded", "moved", "retired")
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseStep:
+    """One release as the backfill folded it in: its files, how many of their blobs had to be
+    parsed (the others came from the cache), how many errors it raises, its changes by kind,
+    how many of its files do not parse; or, for a release that cannot be read, why (`skipped`)."""
+
+    version: str
+    revision: str = ""
+    date: str = ""
+    files: int = 0
+    parsed: int = 0
+    errors: int = 0
+    unparsable: int = 0
+    changes: tuple[tuple[str, int], ...] = ()
+    skipped: str = ""
+
+    def count(self, change: str) -> int:
+        """How many changes of one kind the release made."""
+        return dict(self.changes).get(change, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """What a backfill did: every release folded in (from earlier runs too, `resumed` of them),
+    and the ledger it left in the content folder, with how many changes that lists."""
+
+    steps: tuple[ReleaseStep, ...]
+    resumed: int
+    records: dict[str, LedgerRecord]
+    change_count: int
+
+
+def backfill(
+    config: Config,
+    content: Path,
+    cache_dir: Path,
+    start: str,
+    end: str,
+    name: str | None = None,
+    jobs: int | None = None,
+    report: Callable[[ReleaseStep], None] = lambda step: None,
+) -> Backfill:
+    """Fold every release of `name` (default: the configured package) from `start` to `end`
+    into the ledger of `content`, oldest first, continuing a run that was interrupted;
+    `report` is told of each release as soon as it is done. A release that cannot be read is
+    reported as skipped; a download that fails stops the run (it can be continued)."""
+    name = name or config.package
+    versions = release_versions(name, config, cache_dir, wanted=end)
+    if end not in versions:
+        raise SourceError(f"pypi:{name}=={end}: no such release on the index")
+    wanted = [v for v in versions if version_key(start) <= version_key(v) <= version_key(end)]
+    state = BackfillState(cache_dir, config, name, start)
+    steps, records, lines, changes = state.load(wanted)
+    resumed = len(steps)
+    upstream = state.upstream()
+    cache = SiteCache(cache_dir, extractor_version())
+    known: dict[tuple[str, str], tuple[Site, ...] | Problem] = {}
+    if len(steps) < len(wanted):
+        # The extractor (and libcst, 0.4 s to import) is imported here once, so that the workers
+        # each release forks to parse its new blobs find it imported instead of importing it.
+        import generator.extract  # noqa: F401
+    for version in wanted[len(steps) :]:
+        step, folded = fold_release(config, name, version, cache_dir, cache, records, jobs, known)
+        if folded is not None:
+            upstream, update, known = folded
+            records = update.records
+            lines = history.ledger_lines(records, lines)
+            changes = [history.change_line(change) for change in update.changes] + changes
+        steps.append(step)
+        state.save(records, lines, changes, steps, upstream)
+        report(step)
+    if upstream is None:
+        raise SourceError(f"pypi:{name}: no release from {start} to {end} could be read")
+    revisions = {step.revision for step in steps if not step.skipped}
+    joined = join_content(content, records, state.changes(), upstream, revisions)
+    return Backfill(tuple(steps), resumed, joined.records, len(joined.changes))
+
+
+def fold_release(
+    config: Config,
+    name: str,
+    version: str,
+    cache_dir: Path,
+    cache: SiteCache,
+    records: Mapping[str, LedgerRecord],
+    jobs: int | None,
+    known: Mapping[tuple[str, str], tuple[Site, ...] | Problem],
+) -> tuple[ReleaseStep, tuple[Upstream, history.LedgerUpdate, dict[tuple[str, str], tuple[Site, ...] | Problem]] | None]:
+    """One release folded into `records` as its build would fold it; its step, the update and
+    what each of its files gave (by path and blob), or a skipped step and None when the release
+    cannot be read. `known`: what the files of the release before gave, so that a file unchanged
+    since (same path, same blob) is not even read from the cache again."""
+    try:
+        source = PypiSource(name, version, config, cache_dir)
+    except DownloadError:
+        raise
+    except SourceError as error:
+        return ReleaseStep(version, skipped=str(error)), None
+    files = source.files()
+    upstream = source.upstream
+    results, parsed = extract_files(source, known, cache, cache_dir, jobs)
+    sites = tuple(site for result in results.values() if not isinstance(result, Problem) for site in result)
+    entries = group_sites(sites, upstream.repo)
+    blobs = {file.path: file.blob_sha for file in files}
+    update = history.update_ledger(records, entries, upstream, blobs)
+    counts = Counter(change.change for change in update.changes)
+    step = ReleaseStep(
+        version,
+        revision=upstream.revision,
+        date=upstream.date,
+        files=len(files),
+        parsed=parsed,
+        errors=len(entries),
+        unparsable=sum(1 for result in results.values() if isinstance(result, Problem)),
+        changes=tuple(sorted(counts.items())),
+    )
+    return step, (upstream, update, results)
+
+
+def extract_files(
+    source: Source, known: Mapping[tuple[str, str], tuple[Site, ...] | Problem], cache: SiteCache, cache_dir: Path, jobs: int | None
+) -> tuple[dict[tuple[str, str], tuple[Site, ...] | Problem], int]:
+    """What each file of `source` gives, by path and blob, in the source's order (the order of
+    `pipeline.extract_upstream`): from `known` where an earlier release had the same file, else
+    through `extract_upstream` (the sites cache, then parsing what it lacks); and how many
+    blobs had to be parsed."""
+    files = source.files()
+    unseen = tuple(file for file in files if (file.path, file.blob_sha) not in known)
+    parsed = len({file.blob_sha for file in unseen if not cache.holds(file.blob_sha)})
+    found: dict[str, list[Site]] = {}
+    problems: dict[str, Problem] = {}
+    if unseen:
+        extraction = extract_upstream(_Files(source, unseen), cache_dir, jobs=jobs)
+        for site in extraction.sites:
+            found.setdefault(site.path, []).append(site)
+        problems = {problem.path: problem for problem in extraction.problems}
+    results: dict[tuple[str, str], tuple[Site, ...] | Problem] = {}
+    for file in files:
+        key = (file.path, file.blob_sha)
+        results[key] = known[key] if key in known else problems.get(file.path) or tuple(found.get(file.path, ()))
+    return results, parsed
+
+
+class _Files(Source):
+    """Some of the files of a source."""
+
+    def __init__(self, source: Source, files: tuple[SourceFile, ...]) -> None:
+        self.upstream, self._source, self._files = source.upstream, source, files
+
+    def files(self) -> tuple[SourceFile, ...]:
+        return self._files
+
+    def read(self, file: SourceFile) -> bytes:
+        return self._source.read(file)
+
+
+class BackfillState:
+    """The ledger a backfill has made so far, in `<cache>/backfill/<digest>/`: the digest
+    covers the code that makes it (this module, the ledger's, the extractor), the settings
+    that place files in upstream's layout, the package and the first release, so a state
+    made any other way is never continued, only made anew."""
+
+    def __init__(self, cache_dir: Path, config: Config, name: str, start: str) -> None:
+        from generator import model
+
+        code = [__file__, history.__file__, model.__file__, extractor_version(), config.index_url, config.repo, config.package_root, name, start]
+        self.folder = cache_dir / "backfill" / code_digest(code)
+
+    def load(self, wanted: list[str]) -> tuple[list[ReleaseStep], dict[str, LedgerRecord], dict[str, tuple[tuple, str]], list[str]]:
+        """The steps, ledger (records and lines) and change lines so far, when the releases
+        recorded are the first of `wanted`; else nothing, and the run starts from the first."""
+        try:
+            progress = json.loads((self.folder / PROGRESS_NAME).read_bytes())
+            steps = [_step_of(data) for data in progress["steps"]]
+            if [step.version for step in steps] != wanted[: len(steps)]:
+                raise ValueError("releases recorded are not the first of those wanted")
+            lines: dict[str, tuple[tuple, str]] = {}
+            records = history.load_ledger(self.folder, lines)
+            changes = (self.folder / history.CHANGES_NAME).read_text(encoding="utf-8").splitlines()
+        except (OSError, ValueError, TypeError, KeyError, ErrorkbError):
+            return [], {}, {}, []
+        return steps, records, lines, [line for line in changes if line.strip()]
+
+    def upstream(self) -> Upstream | None:
+        """The last release folded in, as its build named it."""
+        try:
+            data = json.loads((self.folder / history.UPSTREAM_NAME).read_bytes())
+            return Upstream(repo=data["repo"], source=data["source"], revision=data["revision"], date=data["date"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def changes(self) -> tuple[Change, ...]:
+        return history.load_changes(self.folder)
+
+    def save(
+        self,
+        records: Mapping[str, LedgerRecord],
+        lines: Mapping[str, tuple[tuple, str]],
+        changes: list[str],
+        steps: list[ReleaseStep],
+        upstream: Upstream | None,
+    ) -> None:
+        """The ledger and changes as a build leaves them, then the releases done: a run killed
+        between the two folds the last release again, which changes nothing."""
+        if upstream is not None:
+            files = {**history.ledger_files(records, lines), history.CHANGES_NAME: history.changes_file(changes)}
+            history.save_history(self.folder, history.BuildHistory(records, (), ()), upstream, files)
+        progress = {"steps": [asdict(step) for step in steps]}
+        write_atomic(self.folder / PROGRESS_NAME, (json.dumps(progress, indent=1, sort_keys=True) + "\n").encode())
+
+
+def _step_of(data: dict) -> ReleaseStep:
+    data = dict(data)
+    data["changes"] = tuple((str(kind), int(count)) for kind, count in data.get("changes", ()))
+    return ReleaseStep(**data)
+
+
+# -- Joining the backfill with the ledger in content/ ----------------------------------------------
+
+
+def join_content(
+    content: Path, backfilled: dict[str, LedgerRecord], changes: tuple[Change, ...], upstream: Upstream, folded: Collection[str]
+) -> history.LedgerUpdate:
+    """Write into `content` the backfilled ledger joined with the one already there
+    (`join_ledgers`; `folded`: the revisions of the releases folded in); a content folder
+    without one takes the backfill as it is, with `upstream.json` naming the last release."""
+    lines: dict[str, tuple[tuple, str]] = {}
+    current = history.load_ledger(content, lines)
+    built = history.last_built(content)
+    if not current and built is None:
+        joined = history.LedgerUpdate(backfilled, changes)
+        history.save_history(content, history.BuildHistory(backfilled, (), changes), upstream)
+        return joined
+    joined = join_ledgers(backfilled, changes, current, history.load_changes(content), upstream, _upstream_of(content), folded)
+    history.write_history(content, joined.records, joined.changes, lines)
+    return joined
+
+
+def _upstream_of(content: Path) -> Upstream:
+    data = json.loads((content / history.UPSTREAM_NAME).read_text(encoding="utf-8"))
+    return Upstream(repo=data.get("repo", ""), source=data.get("source", ""), revision=data["revision"], date=data.get("date", ""))
+
+
+def join_ledgers(
+    backfilled: Mapping[str, LedgerRecord],
+    backfilled_changes: tuple[Change, ...],
+    current: Mapping[str, LedgerRecord],
+    current_changes: tuple[Change, ...],
+    end: Upstream,
+    built: Upstream,
+    folded: Collection[str] = (),
+) -> history.LedgerUpdate:
+    """The backfilled ledger (up to release `end`) with the current one (last built at `built`)
+    laid over it; `folded`: the revisions of the releases the backfill read. An id only one
+    side knows keeps its record.
+
+    An id both know: when the backfill folded the revision the current ledger was last built
+    at, the backfill's record is the one to keep (it read every release up to there with this
+    code, while the current ledger's may come from older code), with the aliases of both;
+    otherwise the current ledger is newer and its record stands, with the backfill's first
+    release, the aliases of both, and the backfill's pin where its code is the same (the pin a
+    build of each release in turn leaves). Then an id active at `end` that the current ledger
+    never saw was gone by the time it was built: it is retired there.
+
+    Changes, newest first: the backfill's, and the current ones not already among them. At a
+    revision the backfill folded, what changed since the release before is the backfill's to
+    say: the current ledger's changes there are kept only for ids the backfill does not know
+    (ids of earlier id rules, `rekeyed` or `split`), since the others were made against another
+    predecessor (an earlier build of the same revision, by other code)."""
+    records = dict(backfilled)
+    added: list[Change] = []
+    newer = built.revision not in folded and built.revision != end.revision
+    if newer:
+        for error_id, then in backfilled.items():
+            if then.status == "active" and error_id not in current:
+                records[error_id] = replace(then, status="retired", retired_in=built.revision)
+                added.append(Change(error_id, built.revision, built.date, "retired", then.message))
+    for error_id, now in current.items():
+        then = backfilled.get(error_id)
+        if then is None:
+            records[error_id] = now
+            continue
+        if newer:
+            joined = replace(now, first_seen=then.first_seen)
+            if now.code == then.code and then.pinned:
+                joined = replace(joined, pinned=then.pinned, pinned_date=then.pinned_date)
+        else:
+            joined = then
+        if joined.status == "active":
+            joined = replace(joined, aliases=tuple(sorted({*then.aliases, *now.aliases})))
+        records[error_id] = joined
+    for error_id, record in records.items():
+        if record.status == "active" and record.aliases:
+            kept = tuple(a for a in record.aliases if records.get(a) is None or records[a].status != "active")
+            if kept != record.aliases:
+                records[error_id] = replace(record, aliases=kept)
+    kept = [c for c in current_changes if c.revision not in folded or c.id not in backfilled]
+    seen = {(c.id, c.revision, c.change) for c in kept}
+    earlier = [c for c in backfilled_changes if (c.id, c.revision, c.change) not in seen]
+    # Newest first by date; at the same date the current ledger's changes come first, and each
+    # side keeps its own order (a stable sort).
+    changes = sorted([*added, *kept, *earlier], key=lambda c: c.date, reverse=True)
+    return history.LedgerUpdate(records, tuple(changes))
