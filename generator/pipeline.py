@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -107,6 +107,7 @@ def _calls(source: Source, cache: CallCache, files: tuple[SourceFile, ...], seen
     made from (the blob sha and the digest of those raisers), read from the cache by that or
     found here: a handful of files call raisers."""
     calls, inputs = {}, {}
+    missing = []
     for file in files:
         if file.path not in seen:
             continue
@@ -114,12 +115,24 @@ def _calls(source: Source, cache: CallCache, files: tuple[SourceFile, ...], seen
         inputs[file.path] = key
         found = cache.load(key, file.path) if cache.has(key) else None
         if found is None:
-            from generator import extract
-
-            found = extract.call_sites(source.read(file), file.path, seen[file.path])
+            missing.append((key, file))
+        else:
+            calls[file.path] = found
+    # After a cold start some fifty files call raisers, the largest of SGLang's among them:
+    # they are parsed on every core.
+    jobs = [(source.read(file), file.path, seen[file.path]) for _, file in missing]
+    parallel = len(jobs) >= 8 and workers.cores(None) > 1
+    with workers.pool(workers.cores(None)) if parallel else nullcontext() as pool:
+        for (key, file), found in zip(missing, pool.map(_call_sites, jobs) if parallel else map(_call_sites, jobs)):
             cache.store(key, found)
-        calls[file.path] = found
+            calls[file.path] = found
     return calls, inputs
+
+
+def _call_sites(job: tuple[bytes, str, dict]) -> tuple[Site, ...]:
+    from generator import extract
+
+    return extract.call_sites(*job)
 
 
 
