@@ -128,6 +128,7 @@ def _read_folder(folder: Path, parsed: ParsedFiles, named: str) -> tuple[list[Cu
     problems: list[ContentProblem] = []
     if not folder.is_dir():
         return files, ()
+    read: list[tuple[str, str]] = []
     for path in sorted(folder.iterdir()):
         if path.name.startswith(".") or path.is_dir():
             continue
@@ -136,14 +137,16 @@ def _read_folder(folder: Path, parsed: ParsedFiles, named: str) -> tuple[list[Cu
             problems.append(ContentProblem(shown, 1, "", f"not a .yaml file; content files are named {named}"))
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            read.append((path.read_text(encoding="utf-8"), shown))
         except (OSError, UnicodeDecodeError) as error:
             problems.append(ContentProblem(shown, 1, "", f"unreadable: {error}"))
-            continue
+    parsed.parse_all(read, family=folder.name == FAMILIES_FOLDER)
+    for text, shown in read:
         curated, found = parsed.parse(text, shown, family=folder.name == FAMILIES_FOLDER)
         problems.extend(found)
         if curated is not None:
             files.append(curated)
+    problems.sort(key=lambda problem: problem.path)
     return files, tuple(problems)
 
 
@@ -157,6 +160,8 @@ class ParsedFiles:
         self.repo = repo
         self.known: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
         self.used: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
+        # Parsed on other cores by `parse_all`, not yet used.
+        self.fresh: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
         self.path = None
         if cache_dir is None:
             return
@@ -169,7 +174,7 @@ class ParsedFiles:
 
     def parse(self, text: str, path: str, family: bool = False) -> tuple[CuratedFile | None, list[ContentProblem]]:
         key = (path, text)
-        found = self.known.get(key)
+        found = self.known.get(key) or self.fresh.get(key)
         if found is None:
             from generator import schema
 
@@ -177,9 +182,31 @@ class ParsedFiles:
         self.used[key] = found
         return found
 
+    def parse_all(self, files: list[tuple[str, str]], family: bool = False) -> None:
+        """Parse the (text, path) pairs the cache does not hold on every core, when there are
+        many: a first build of hundreds of files spends seconds in the YAML parser."""
+        from generator import workers
+
+        missing = [(text, path) for text, path in files if (path, text) not in self.known]
+        if len(missing) < 64 or workers.cores(None) == 1 or not workers.can_fork():
+            return
+        batches = [(missing[start : start + 32], family, self.repo) for start in range(0, len(missing), 32)]
+        with workers.pool(workers.cores(None)) as pool:
+            for batch, results in zip(batches, pool.map(_parse_batch, batches)):
+                for (text, path), found in zip(batch[0], results):
+                    self.fresh[path, text] = found
+
     def save(self) -> None:
         if self.path is not None and self.used != self.known:
             write_cache(self.path, pickle.dumps(self.used, protocol=5))
+
+
+def _parse_batch(batch: tuple[list[tuple[str, str]], bool, str]) -> list[tuple[CuratedFile | None, list[ContentProblem]]]:
+    """In a worker of `ParsedFiles.parse_all`: each file of a batch parsed."""
+    from generator import schema
+
+    files, family, repo = batch
+    return [schema.parse_family(text, path) if family else schema.parse_curated(text, path, repo) for text, path in files]
 
 
 def format_problems(problems) -> str:

@@ -75,7 +75,7 @@ def test_stale_fixture_is_listed_and_fails_unless_allowed(capsys):
         f"{path}: stale: written for the code at v0.5.22; the code changed by v0.5.23; "
         f"re-read it, then run `errorkb review {KV4}`"
     ) in err.splitlines()
-    assert out.splitlines()[0] == "coverage: 1/19435 errors curated (0.01%)"
+    assert out.splitlines()[0] == "coverage: 1/19495 errors curated (0.01%)"
     code, _, _ = run(capsys, "check", "--content", str(DATA / "stale"), "--allow-stale")
     assert code == 0
 
