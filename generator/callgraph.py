@@ -18,7 +18,6 @@ import ast
 import fnmatch
 import re
 from collections import deque
-from contextlib import nullcontext
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -536,15 +535,13 @@ def source_facts(source, cache_dir, jobs: int | None = None) -> list[ModuleFacts
             found.append(facts_from_json(data, file.path))
         elif not (isinstance(data, dict) and data.get("unparsable")):
             missing.append(file)
-    batches = [[(file.path, source.read(file)) for file in missing[i : i + 16]] for i in range(0, len(missing), 16)]
-    parallel = workers.cores(jobs) > 1 and len(batches) > 1
-    with workers.pool(workers.cores(jobs)) if parallel else nullcontext() as executor:
-        results = executor.map(_facts_batch, batches) if parallel else map(_facts_batch, batches)
-        for files, facts in zip([missing[i : i + 16] for i in range(0, len(missing), 16)], results):
-            for file, fact in zip(files, facts):
-                store.put(file.blob_sha, fact if fact is not None else {"unparsable": True})
-                if fact is not None:
-                    found.append(facts_from_json(fact, file.path))
+    chunks = [missing[start : start + 16] for start in range(0, len(missing), 16)]
+    batches = [[(file.path, source.read(file)) for file in chunk] for chunk in chunks]
+    for chunk, facts in zip(chunks, workers.mapped(_facts_batch, batches, 2, jobs)):
+        for file, fact in zip(chunk, facts):
+            store.put(file.blob_sha, fact if fact is not None else {"unparsable": True})
+            if fact is not None:
+                found.append(facts_from_json(fact, file.path))
     return sorted(found, key=lambda f: f.path)
 
 

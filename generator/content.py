@@ -188,13 +188,12 @@ class ParsedFiles:
         from generator import workers
 
         missing = [(text, path) for text, path in files if (path, text) not in self.known]
-        if len(missing) < 64 or workers.cores(None) == 1 or not workers.can_fork():
+        if len(missing) < 64:
             return
         batches = [(missing[start : start + 32], family, self.repo) for start in range(0, len(missing), 32)]
-        with workers.pool(workers.cores(None)) as pool:
-            for batch, results in zip(batches, pool.map(_parse_batch, batches)):
-                for (text, path), found in zip(batch[0], results):
-                    self.fresh[path, text] = found
+        for batch, results in zip(batches, workers.mapped(_parse_batch, batches, 2)):
+            for (text, path), found in zip(batch[0], results):
+                self.fresh[path, text] = found
 
     def save(self) -> None:
         if self.path is not None and self.used != self.known:

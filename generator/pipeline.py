@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
@@ -121,11 +121,9 @@ def _calls(source: Source, cache: CallCache, files: tuple[SourceFile, ...], seen
     # After a cold start some fifty files call raisers, the largest of SGLang's among them:
     # they are parsed on every core.
     jobs = [(source.read(file), file.path, seen[file.path]) for _, file in missing]
-    parallel = len(jobs) >= 8 and workers.cores(None) > 1
-    with workers.pool(workers.cores(None)) if parallel else nullcontext() as pool:
-        for (key, file), found in zip(missing, pool.map(_call_sites, jobs) if parallel else map(_call_sites, jobs)):
-            cache.store(key, found)
-            calls[file.path] = found
+    for (key, file), found in zip(missing, workers.mapped(_call_sites, jobs, 8)):
+        cache.store(key, found)
+        calls[file.path] = found
     return calls, inputs
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
 # What `_keep` was handed, in a child process only: its tasks or its shared data.
@@ -59,6 +59,16 @@ def given() -> tuple:
 
 def _run_task(number: int) -> object:
     return _GIVEN[number]()
+
+
+def mapped(function: Callable[[object], object], items: Sequence[object], least: int, jobs: int | None = None) -> Iterator[object]:
+    """`map(function, items)`, in a pool of every core (or `jobs`) when there are at least
+    `least` items and more than one core; the pool ends once the results are read."""
+    if len(items) < least or cores(jobs) == 1:
+        yield from map(function, items)
+        return
+    with pool(cores(jobs)) as executor:
+        yield from executor.map(function, items)
 
 
 def pool(jobs: int, shared: tuple = (), start: str = "fork") -> ProcessPoolExecutor:
