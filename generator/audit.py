@@ -55,15 +55,33 @@ def site_code(tree: ast.Module | None, lines: list[str], site: Site) -> SiteCode
     (black, line moves) never counts as a change; raw text when the file did not parse."""
     statement, function = None, None
     if tree is not None:
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.stmt) or not node.lineno <= site.line <= (node.end_lineno or node.lineno):
-                continue
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if function is None or node.lineno >= function.lineno:
-                    function = node
-            elif not isinstance(node, _COMPOUND):
-                if statement is None or node.lineno >= statement.lineno:
-                    statement = node
+        # The statements around the line, found by descending only into nodes that span it: the
+        # same choice as a walk of the whole tree (the innermost, the last of equals), at a
+        # fraction of the cost for a file's many sites.
+        best_statement = best_function = None
+        order = 0
+        level: list[ast.AST] = [tree]
+        while level:
+            deeper = []
+            for parent in level:
+                for node in ast.iter_child_nodes(parent):
+                    start = getattr(node, "lineno", None)
+                    if start is not None and not start <= site.line <= (node.end_lineno or start):
+                        continue
+                    deeper.append(node)
+                    order += 1
+                    if not isinstance(node, ast.stmt):
+                        continue
+                    rank = (start, order)
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        if best_function is None or rank >= best_function[0]:
+                            best_function = (rank, node)
+                    elif not isinstance(node, _COMPOUND):
+                        if best_statement is None or rank >= best_statement[0]:
+                            best_statement = (rank, node)
+            level = deeper
+        statement = best_statement[1] if best_statement else None
+        function = best_function[1] if best_function else None
     if statement is not None:
         statement_text = ast.unparse(statement)
     else:

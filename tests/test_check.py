@@ -66,6 +66,29 @@ def test_fingerprint_changes_with_statement_guards_and_signature(changed):
     assert fingerprint_of_source(changed) != fingerprint_of_source(BASE)
 
 
+def test_site_code_is_the_raise_and_the_innermost_function_around_it():
+    """The statement and signature a fingerprint covers are the site's own, whatever surrounds
+    them: nested functions, a compound statement on one line, statements sharing the line."""
+    text = textwrap.dedent(
+        """\
+        class Loader:
+            def load(self, path: str) -> None:
+                def inner(name: str, strict: bool = True):
+                    if name: x = 1; raise KeyError(name)
+                    try:
+                        pass
+                    except OSError:
+                        with open(path) as f: raise ValueError(f"bad {name}")
+                return inner
+        """
+    )
+    tree, lines = ast.parse(text), text.splitlines()
+    sites = sorted(extract_source(text.encode(), "python/sglang/m.py"), key=lambda site: site.line)
+    codes = [site_code(tree, lines, site) for site in sites]
+    assert [code.statement for code in codes] == ["raise KeyError(name)", "raise ValueError(f'bad {name}')"]
+    assert {code.signature for code in codes} == {"def inner(name: str, strict: bool=True)"}
+
+
 @pytest.mark.real
 def test_stale_fixture_is_listed_and_fails_unless_allowed(capsys):
     code, out, err = run(capsys, "check", "--content", str(DATA / "stale"))
