@@ -11,6 +11,7 @@ which belongs to the process that took it), so no at-fork hook is needed.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -33,6 +34,10 @@ def cores(jobs: int | None) -> int:
 def _keep(parent: int, *given: object) -> None:
     global _GIVEN
     _GIVEN = given
+    # As in a build's own process: the work done here (parsing, extracting, rendering) makes
+    # millions of objects and no cycles worth collecting, and each pass of the collector walks
+    # every one still alive (bench/README.md).
+    gc.disable()
     _end_with_parent(parent)
 
 
