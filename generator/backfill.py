@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from generator import history
+from generator import history, workers
 from generator.cache import SiteCache, code_digest
 from generator.config import Config
 from generator.errors import DownloadError, ErrorkbError, SourceError
@@ -88,6 +88,20 @@ def backfill(
     into the ledger of `content`, oldest first, continuing a run that was interrupted;
     `report` is told of each release as soon as it is done. A release that cannot be read is
     reported as skipped; a download that fails stops the run (it can be continued)."""
+    with workers.without_cycle_collection():
+        return _backfill(config, content, cache_dir, start, end, name, jobs, report)
+
+
+def _backfill(
+    config: Config,
+    content: Path,
+    cache_dir: Path,
+    start: str,
+    end: str,
+    name: str | None,
+    jobs: int | None,
+    report: Callable[[ReleaseStep], None],
+) -> Backfill:
     name = name or config.package
     versions = release_versions(name, config, cache_dir, wanted=end)
     if end not in versions:

@@ -14,8 +14,7 @@ search index, browse and shared pages) runs in another process meanwhile (`worke
 
 from __future__ import annotations
 
-import gc
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
@@ -47,7 +46,7 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
     # The collector comes back once `_build`'s records are freed: its first pass walks every
     # object made since it went off that is still alive, which at `_build`'s end is every
     # record; after, only what outlives the build (bench/README.md).
-    with without_cycle_collection():
+    with workers.without_cycle_collection():
         return _build(config, inputs, jobs)
 
 
@@ -136,18 +135,3 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         )
         stamp.save(result)
     return result
-
-
-@contextmanager
-def without_cycle_collection():
-    """Python's cycle collector off for the build, and in the processes it forks. A build makes
-    millions of records, lists and tuples and frees them all at its end, and they hold no
-    cycles; each collection the allocations triggered walked the records still alive: a fifth
-    of a rebuild's time, for nothing to free. Peak memory stays the same (`bench/`)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -17,6 +17,7 @@ import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 
 # What `_keep` was handed, in a child process only: its tasks or its shared data.
 _GIVEN: tuple = ()
@@ -107,3 +108,18 @@ def background(tasks: Sequence[Callable[[], object]], jobs: int | None, size: in
         return result
 
     return [waiting(future) for future in futures]
+
+
+@contextmanager
+def without_cycle_collection():
+    """Python's cycle collector off for a build or a backfill, and in the processes they fork. A build makes
+    millions of records, lists and tuples and frees them all at its end, and they hold no
+    cycles; each collection the allocations triggered walked the records still alive: a fifth
+    of a rebuild's time, for nothing to free. Peak memory stays the same (`bench/`)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
