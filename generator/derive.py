@@ -232,7 +232,7 @@ def mention_parts(site: Site) -> MentionParts:
     variables its message names, and the flags its conditions' names would be."""
     literal = _literal_text(site)
     return (
-        tuple(sorted(set(_FLAG.findall(literal)))),
+        tuple(sorted(set(_named_flags(site)))),
         tuple(sorted(set(_ENV_VAR.findall(literal)))),
         tuple(sorted({"--" + name.replace("_", "-") for name in _identifiers(site)})),
     )
@@ -242,6 +242,25 @@ def _literal_text(site: Site) -> str:
     if site.template is None:
         return ""
     return "".join(part for part in site.template.parts if isinstance(part, str))
+
+
+def _named_flags(site: Site) -> list[str]:
+    """The `--flags` a site's message names whole: a flag glued to a value filled in at run
+    time (`--dsa-{label}-backend`) is none of the flags its pieces would read as."""
+    if site.template is None:
+        return []
+    parts = site.template.parts
+    found = []
+    for number, part in enumerate(parts):
+        if not isinstance(part, str):
+            continue
+        before = number > 0 and not isinstance(parts[number - 1], str)
+        after = number + 1 < len(parts) and not isinstance(parts[number + 1], str)
+        for match in _FLAG.finditer(part):
+            if before and match.start() == 0 or after and not part[match.end() :].strip("-"):
+                continue
+            found.append(match.group())
+    return found
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -270,7 +289,7 @@ def known_flags(entries: Iterable[ErrorEntry], parts: Mapping[str, MentionParts]
     `parts` maps ids to their first site's `mention_parts` when already known."""
     flags: set[str] = set()
     for entry in entries:
-        flags.update(parts[entry.id][0] if parts is not None else _FLAG.findall(_literal_text(entry.sites[0])))
+        flags.update(parts[entry.id][0] if parts is not None else _named_flags(entry.sites[0]))
     return frozenset(flags)
 
 
@@ -317,7 +336,7 @@ def entry_features(entry: ErrorEntry) -> dict[str, str]:
             features[f"platform:{platform['name']}"] = "platform"
         else:
             features[f"name:{stripped.lower()}"] = "name"
-    for flag in _FLAG.findall(literal):
+    for flag in _named_flags(site):
         features[f"name:{flag[2:].replace('-', '_')}"] = "name"
     for variable in _ENV_VAR.findall(literal):
         features[f"name:{variable.lower()}"] = "name"
@@ -360,7 +379,7 @@ def entry_names(entry: ErrorEntry) -> tuple[str, ...]:
     message's words is a name only if some error's code or message uses it so."""
     site = entry.sites[0]
     names = {"name:" + name.lstrip("_").lower() for name in _identifiers(site)}
-    names.update("name:" + flag[2:].replace("-", "_") for flag in _FLAG.findall(_literal_text(site)))
+    names.update("name:" + flag[2:].replace("-", "_") for flag in _named_flags(site))
     return tuple(sorted(names))
 
 

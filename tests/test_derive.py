@@ -105,6 +105,20 @@ def test_mentioned_flags_and_environment_variables():
     assert derive.mentioned_names(first, flags) == ("--enable-hisparse", "--tp-size", "SGLANG_HISPARSE")
 
 
+def test_a_flag_built_from_a_run_time_value_is_not_named():
+    """`--dsa-{label}-backend` names no flag: not `--dsa`, not `--backend`; whole flags around
+    placeholders still count."""
+    (site,) = _sites(
+        """
+        def f(label, backend, dtype):
+            raise ValueError(f"with --kv-cache-dtype={dtype}, got --dsa-{label}-backend={backend}; try --x{label} or {label}--y")
+        """
+    )
+    (entry,) = group_sites((site,), "r/r")
+    assert derive.known_flags([entry]) == {"--kv-cache-dtype"}
+    assert derive.mentioned_names(entry) == ("--kv-cache-dtype",)
+
+
 DOCSTRINGS = textwrap.dedent(
     '''
     class Pool:
