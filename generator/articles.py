@@ -132,10 +132,11 @@ class DerivedArticles:
     def read(self, ids: Iterable[str]) -> None:
         """Work out the triggers and mentions of the active errors among `ids`: what costs the
         most of an article."""
+        flags = frozenset(self.settings)
         for error in ids:
             entry = self.by_id.get(error)
             if entry is not None and error not in self.triggers:
-                self.triggers[error] = derive.derive_trigger(entry.sites[0])
+                self.triggers[error] = derive.derive_trigger(entry.sites, flags)
                 self.mentions[error] = derive.mention_parts(entry.sites[0])
 
     def articles(self, ids: Iterable[str]) -> tuple[Article, ...]:

@@ -13,7 +13,7 @@ import heapq
 import math
 import re
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from generator import model
@@ -65,58 +65,94 @@ _COMPARISONS = {
 
 
 @functools.lru_cache(maxsize=None)
-def describe_condition(expr: str) -> str:
+def describe_condition(expr: str, flags: frozenset[str] = frozenset()) -> str:
     """A guard condition in plain words, with names and values as Markdown code spans.
 
-    `cfg.kv_cache_dtype in ("nvfp4", "fp4_mx_block16")` reads "`kv_cache_dtype` is `nvfp4` or
-    `fp4_mx_block16`"; `not get_platform().is_cuda` reads "the platform is not CUDA". What the
-    rules do not cover is quoted as it is: "`expr` is true".
+    `cfg.kv_cache_dtype in ("nvfp4", "fp4_mx_block16")` reads "`--kv-cache-dtype` is `nvfp4` or
+    `fp4_mx_block16`" when `--kv-cache-dtype` is among `flags` (the server's arguments), else
+    "`kv_cache_dtype` is ..."; `not get_platform().is_cuda` reads "the platform is not CUDA";
+    `not namespace.model_id` reads "`namespace.model_id` is empty" (None, an empty string or
+    list), `not is_ready` "`is_ready` is false". What the rules do
+    not cover is quoted as it is: "`expr` is true".
     """
     try:
         node = ast.parse(expr.strip(), mode="eval").body
     except SyntaxError:
         return f"{_code(expr)} is true"
-    return _describe(node, True)
+    return _describe(node, True, flags)
 
 
-def _describe(node: ast.AST, positive: bool) -> str:
+def _describe(node: ast.AST, positive: bool, flags: frozenset[str]) -> str:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return _describe(node.operand, not positive)
+        return _describe(node.operand, not positive, flags)
     if isinstance(node, ast.BoolOp):
         # De Morgan, so a negated group reads as a plain list.
         conjunction = isinstance(node.op, ast.And) == positive
-        parts = [_describe(value, positive) for value in node.values]
+        parts = [_describe(value, positive, flags) for value in node.values]
         word = " and " if conjunction else " or "
         nested = [f"({part})" if (" and " in part or " or " in part) else part for part in parts]
         return word.join(nested)
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        return _comparison(node.left, node.ops[0], node.comparators[0], positive)
+        return _comparison(node.left, node.ops[0], node.comparators[0], positive, flags)
     platform = _platform(node)
     if platform is not None:
         return f"the platform is {'' if positive else 'not '}{platform}"
-    subject = _code(_setting(_source(node)))
-    return f"{subject} is {'set' if positive else 'not set'}" if _looks_like_setting(node) else (
-        f"{subject} is {'true' if positive else 'false'}"
-    )
+    subject = _subject(node, flags)
+    if _looks_like_setting(node):
+        return f"{subject} is {'set' if positive else 'not set'}"
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and not _BOOLEAN_NAME.search(_last_name(node)):
+        # A value tested for truth (a string, a list, an object that may be None): what a
+        # user reads is whether it was given, not whether it is "false".
+        return f"{subject} is {'set' if positive else 'empty'}"
+    return f"{subject} is {'true' if positive else 'false'}"
 
 
-def _comparison(left: ast.AST, op: ast.cmpop, right: ast.AST, positive: bool) -> str:
-    subject = _code(_setting(_source(left)))
+# Names that hold a yes or no, for which "true" and "false" are the words.
+_BOOLEAN_NAME = re.compile(
+    r"^_*(?:is|are|has|have|had|should|can|could|use|uses|enable|enabled|disable|disabled|allow|support|supports|need|needs|"
+    r"skip|force|must|require|requires|with|do|does|did|was|were)(?:_|$)"
+    r"|_(?:enabled|disabled|supported|required|needed|allowed|available|valid|ok|done|only|mode|flag)$"
+    r"|^_*(?:debug|strict|verbose|training|ready|found|success|ok|valid|done|first|last|overlap)$"
+)
+
+
+def _last_name(node: ast.AST) -> str:
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _subject(node: ast.AST, flags: frozenset[str]) -> str:
+    """A name as a code span: a server setting by its flag when `flags` holds it
+    (`cfg.kv_cache_dtype` -> `--kv-cache-dtype`), else without its settings receiver."""
+    text = _source(node)
+    name = _setting(text)
+    if name != text and name.isidentifier():
+        flag = "--" + name.replace("_", "-")
+        if flag in flags:
+            return _code(flag)
+    return _code(name)
+
+
+def _comparison(left: ast.AST, op: ast.cmpop, right: ast.AST, positive: bool, flags: frozenset[str]) -> str:
+    subject = _subject(left, flags)
     if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
         is_none = isinstance(op, ast.Is) == positive
         return f"{subject} is {'not set' if is_none else 'set'}"
     if isinstance(op, (ast.In, ast.NotIn)):
         inside = isinstance(op, ast.In) == positive
         if isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts:
-            values = [_value(element) for element in right.elts]
+            values = [_value(element, flags) for element in right.elts]
             choices = values[0] if len(values) == 1 else ", ".join(values[:-1]) + " or " + values[-1]
             return f"{subject} is {choices}" if inside else f"{subject} is none of {', '.join(values)}"
-        return f"{subject} is {'' if inside else 'not '}in {_code(_setting(_source(right)))}"
+        return f"{subject} is {'' if inside else 'not '}in {_subject(right, flags)}"
     words = _COMPARISONS.get(type(op))
     if words is not None:
-        return f"{subject} {words[0] if positive else words[1]} {_value(right)}"
+        return f"{subject} {words[0] if positive else words[1]} {_value(right, flags)}"
     verb = ("is", "is not") if isinstance(op, ast.Is) else ("is not", "is")
-    return f"{subject} {verb[0] if positive else verb[1]} {_value(right)}"
+    return f"{subject} {verb[0] if positive else verb[1]} {_value(right, flags)}"
 
 
 def _platform(node: ast.AST) -> str | None:
@@ -142,12 +178,12 @@ def _looks_like_setting(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and _SETTINGS_RECEIVERS.match(_source(node)) is not None
 
 
-def _value(node: ast.AST) -> str:
+def _value(node: ast.AST, flags: frozenset[str] = frozenset()) -> str:
     if isinstance(node, ast.Constant) and node.value == "":
         return "empty"
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return _code(node.value)
-    return _code(_setting(_source(node)))
+    return _subject(node, flags)
 
 
 def _source(node: ast.AST) -> str:
@@ -168,16 +204,61 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def derive_trigger(site: Site) -> str | None:
-    """When a site is reached, in Markdown: its guard conditions in plain words, the loops and
-    handlers around it, and for an assert the check that fails. None when the code says
-    nothing beyond "this line ran"."""
-    clauses = [describe_condition(condition) for condition in site.conditions]
+def derive_trigger(sites: Site | Sequence[Site], flags: frozenset[str] = frozenset()) -> str | None:
+    """When an error is raised, in Markdown, from its sites' code: each place's own guard
+    first (the innermost `if` around it, then the ones around that), conditions that only say
+    an earlier check above it did not raise folded into one line, the loops and handlers
+    around it, and for an assert the check that fails; settings named by their flag when
+    `flags` holds it. Every place is described, places in one function with the same
+    conditions once. None
+    when the code says nothing beyond "this line ran"."""
+    sites = (sites,) if isinstance(sites, Site) else tuple(sites)
+    described = {}
+    for site in sites:
+        key = (site.kind, site.function, site.conditions, site.checks_passed, site.context, site.assert_condition)
+        if key not in described:
+            described[key] = (site, _trigger_parts(site, flags))
+    if len(described) == 1:
+        site, parts = next(iter(described.values()))
+        return _trigger_text(site, parts)
+    lines = [f"It is {_verb(sites[0])} in {len(described)} places:", ""]
+    for site, (where, clauses) in described.values():
+        place = f"In {_code(site.function)}" if site.function else "At module level"
+        place += f" ({_code(site.path.rsplit('/', 1)[-1] + ':' + str(site.line))})"
+        if where:
+            place += " " + " and ".join(where)
+        if clauses:
+            place += " when " + "; ".join(clauses)
+        elif not where:
+            place += ", whenever it runs"
+        lines.append(f"- {place}.")
+    return "\n".join(lines) + "\n"
+
+
+def _verb(site: Site) -> str:
+    return {"raise": "raised", "assert": "raised", "warning": "issued"}[site.kind]
+
+
+def _trigger_parts(site: Site, flags: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The loops and handlers around a site, and its conditions in words: its own, innermost
+    first, then one clause for the earlier checks it comes after."""
+    passed = set(site.checks_passed)
+    own = [describe_condition(c, flags) for number, c in enumerate(site.conditions) if number not in passed]
+    own.reverse()
+    clauses = []
     if site.kind == "assert" and site.assert_condition:
-        clauses.append(f"the check {_code(site.assert_condition)} fails, that is {describe_condition(f'not ({site.assert_condition})')}")
-    where = [_context(context) for context in site.context]
+        clauses.append(f"the check {_code(site.assert_condition)} fails, that is {describe_condition(f'not ({site.assert_condition})', flags)}")
+    clauses.extend(own)
+    if passed:
+        count = len(passed)
+        clauses.append("the check above it passed" if count == 1 else f"the {count} checks above it passed")
+    return tuple(_context(context) for context in site.context), tuple(clauses)
+
+
+def _trigger_text(site: Site, parts: tuple[tuple[str, ...], tuple[str, ...]]) -> str | None:
+    where, clauses = parts
     function = f" in {_code(site.function)}" if site.function else ""
-    verb = {"raise": "raised", "assert": "raised", "warning": "issued"}[site.kind]
+    verb = _verb(site)
     if not clauses:
         if not where:
             return None

@@ -134,10 +134,13 @@ def _warn_names(text: str, tree: ast.Module) -> frozenset[str]:
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """A condition on the path to a site: `test` holds, or with `negated` it does not."""
+    """A condition on the path to a site: `test` holds, or with `negated` it does not.
+    `passed`: it holds because an earlier check raised when it did not (`if x < 0: raise ...`
+    above the site), so it says only that the check did not fire."""
 
     test: ast.expr
     negated: bool
+    passed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,13 +329,13 @@ def _exit_guards(node: ast.stmt) -> tuple[Guard, ...]:
     while True:
         if not _always_exits(node.body):
             return ()
-        tests.append(node.test)
+        tests.append((node.test, isinstance(node.body[-1], ast.Raise)))
         if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
             node = node.orelse[0]
             continue
         if node.orelse and _always_exits(node.orelse):
             return ()
-        return tuple(Guard(test, True) for test in tests)
+        return tuple(Guard(test, True, raises) for test, raises in tests)
 
 
 def _always_exits(body: list[ast.stmt]) -> bool:
@@ -361,6 +364,8 @@ class _Reader:
         exception, message, assert_condition = self._subject(found)
         line, end_line = node.lineno, node.end_lineno or node.lineno
         conditions = tuple(text for guard in found.guards for text in self._condition(guard))
+        passed = [guard.passed for guard in found.guards for _text in self._condition(guard)]
+        checks_passed = tuple(number for number, flag in enumerate(passed) if flag)
         template = None
         resolved = False
         raised_in = None
@@ -381,6 +386,7 @@ class _Reader:
             end_line=end_line,
             function=found.function,
             conditions=conditions,
+            checks_passed=checks_passed,
             context=tuple(self._context(node) for node in found.context),
             assert_condition=assert_condition,
             snippet_start=max(1, line - SNIPPET_BEFORE),

@@ -114,7 +114,8 @@ class Site:
 
     Positions are 1-based lines of the file at the revision; `function` is the enclosing
     qualified name (`""` at module level); `conditions` hold, outermost first, when the site is
-    reached; `context` names the loops, `with` blocks and `try` handlers around it;
+    reached, and `checks_passed` numbers those that hold only because an earlier check in the
+    function did not raise; `context` names the loops, `with` blocks and `try` handlers around it;
     `assert_condition` is the condition an assert checks (it failed when the error shows).
     """
 
@@ -131,6 +132,7 @@ class Site:
     snippet_start: int
     snippet_end: int
     ordinal: int = 0
+    checks_passed: tuple[int, ...] = ()
     # Whether the message was read from the assignments to the variable raised (`msg = ...`).
     resolved: bool = False
     # The id key under the rules before messages were read from variables and `{expr=}` kept

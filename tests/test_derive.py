@@ -33,10 +33,13 @@ from generator.model import LedgerRecord, group_sites
         pytest.param('mode != "null"', "`mode` is not `null`", id="not-equal"),
         pytest.param('variant not in ("", "base")', "`variant` is none of empty, `base`", id="not-in-with-empty"),
         pytest.param(
-            "not (a and (b or c))",
-            "`a` is false or (`b` is false and `c` is false)",
+            "not (is_a and (has_b or use_c))",
+            "`is_a` is false or (`has_b` is false and `use_c` is false)",
             id="de-morgan",
         ),
+        pytest.param("not namespace.model_id", "`namespace.model_id` is empty", id="value-not-given"),
+        pytest.param("raw_mm_inputs", "`raw_mm_inputs` is set", id="value-given"),
+        pytest.param("not event.is_set()", "`event.is_set()` is false", id="call-false"),
         pytest.param("x[", "`x[` is true", id="unparsable-quoted"),
         pytest.param("s == '`'", "`s` is `` ` ``", id="backtick-value"),
     ],
@@ -63,6 +66,56 @@ def test_trigger_lists_every_guard_and_the_failed_assert():
     assert "- `kv_cache_dtype` is `fp8`\n" in trigger
     assert "- the platform is not CUDA\n" in trigger
     assert "- the check `cfg.page_size > 1` fails, that is `page_size` is at most `1`\n" in trigger
+
+
+def test_trigger_puts_the_own_guard_first_and_folds_the_checks_above_it():
+    """6423c40caef6e0c7's shape: two checks above the raise only say they did not fire."""
+    sites = _sites(
+        """
+        def _validate_grid(namespace, cfg):
+            if namespace.layer_partition < 0:
+                raise ValueError(f"layer_partition must be non-negative: {namespace}")
+            if not cfg.enable_hicache:
+                return
+            if namespace.page_size <= 0:
+                raise ValueError(f"page_size must be positive: {namespace}")
+            if cfg.kv_cache_dtype == "fp8":
+                if not namespace.model_id:
+                    raise ValueError("the unified key scheme requires a non-empty model_id")
+        """
+    )
+    site = next(s for s in sites if s.message.startswith("the unified"))
+    assert site.checks_passed == (0, 2)
+    trigger = derive.derive_trigger(site, frozenset({"--kv-cache-dtype", "--enable-hicache"}))
+    assert trigger == (
+        "It is raised in `_validate_grid` when all of these hold:\n\n"
+        "- `namespace.model_id` is empty\n"
+        "- `--kv-cache-dtype` is `fp8`\n"
+        "- `--enable-hicache` is set\n"
+        "- the 2 checks above it passed\n"
+    )
+
+
+def test_trigger_describes_every_place():
+    sites = _sites(
+        """
+        def load(cfg, paths):
+            if cfg.tp_size > 1:
+                raise ValueError("cannot load")
+            for path in paths:
+                raise ValueError("cannot load")
+        def again(paths):
+            if paths:
+                raise ValueError("cannot load")
+        """
+    )
+    (entry,) = group_sites(tuple(sites), "r/r")
+    assert derive.derive_trigger(entry.sites, frozenset({"--tp-size"})) == (
+        "It is raised in 3 places:\n\n"
+        "- In `load` (`m.py:4`) when `--tp-size` is greater than `1`.\n"
+        "- In `load` (`m.py:6`) inside the loop `for path in paths` when the check above it passed.\n"
+        "- In `again` (`m.py:9`) when `paths` is set.\n"
+    )
 
 
 def test_trigger_names_loops_and_handlers():
@@ -354,7 +407,7 @@ def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, t
     derived(tmp_path / "cache", before, blobs, curated, (), related, {}, {})
     read = []
     trigger = derive.derive_trigger
-    monkeypatch.setattr(derive, "derive_trigger", lambda site: read.append(site) or trigger(site))
+    monkeypatch.setattr(derive, "derive_trigger", lambda sites, *rest: read.append(sites) or trigger(sites, *rest))
     update = derived(tmp_path / "cache", after, now, edited, (moved,), now_related, stale, pins)
     # Derived again: the changed files' errors, those listing the reworded one, those whose
     # conditions name the new flag, and the five edited; not every error.

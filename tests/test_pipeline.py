@@ -122,6 +122,7 @@ def test_extract_command_prints_spec_fields_and_exit_3_when_something_was_skippe
         "end_line": 4,
         "function": "ServerArgs.check",
         "conditions": ["self.tp_size < 1"],
+        "checks_passed": [],
         "context": [],
         "assert_condition": None,
         "snippet": [1, 5],

@@ -47,6 +47,7 @@ def site_record(site: Site, upstream: Upstream) -> dict:
         "end_line": site.end_line,
         "function": site.function,
         "conditions": list(site.conditions),
+        "checks_passed": list(site.checks_passed),
         "context": list(site.context),
         "assert_condition": site.assert_condition,
         "snippet": [site.snippet_start, site.snippet_end],
