@@ -141,11 +141,12 @@ def site_to_json(site: Site) -> list:
         site.legacy_key,
         list(site.raised_in) if site.raised_in is not None else None,
         list(site.checks_passed),
+        list(site.validates),
     ]
 
 
 def site_from_json(row: list, path: str) -> Site:
-    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal, resolved, legacy, raised_in, passed = row
+    kind, exception, template, line, end_line, function, conditions, context, condition, start, end, ordinal, resolved, legacy, raised_in, passed, validates = row
     if template is not None:
         template = Template(tuple(part if isinstance(part, str) else Placeholder(*part) for part in template))
     return Site(
@@ -166,6 +167,7 @@ def site_from_json(row: list, path: str) -> Site:
         legacy_key=legacy,
         raised_in=tuple(raised_in) if raised_in is not None else None,
         checks_passed=tuple(passed),
+        validates=tuple(validates),
     )
 
 

@@ -243,16 +243,36 @@ def _trigger_parts(site: Site, flags: frozenset[str]) -> tuple[tuple[str, ...], 
     """The loops and handlers around a site, and its conditions in words: its own, innermost
     first, then one clause for the earlier checks it comes after."""
     passed = set(site.checks_passed)
-    own = [describe_condition(c, flags) for number, c in enumerate(site.conditions) if number not in passed]
+    named = functools.partial(_field_named, site.validates)
+    own = [describe_condition(named(c), flags) for number, c in enumerate(site.conditions) if number not in passed]
     own.reverse()
     clauses = []
     if site.kind == "assert" and site.assert_condition:
-        clauses.append(f"the check {_code(site.assert_condition)} fails, that is {describe_condition(f'not ({site.assert_condition})', flags)}")
+        clauses.append(f"the check {_code(site.assert_condition)} fails, that is {describe_condition(named(f'not ({site.assert_condition})'), flags)}")
     clauses.extend(own)
+    if len(site.validates) > 2 and (own or site.assert_condition):
+        fields = [_code(field) for field in site.validates[1:]]
+        clauses.append(f"{_code(site.validates[0])} is the field {', '.join(fields[:-1])} or {fields[-1]} being validated")
     if passed:
         count = len(passed)
         clauses.append("the check above it passed" if count == 1 else f"the {count} checks above it passed")
     return tuple(_context(context) for context in site.context), tuple(clauses)
+
+
+def _field_named(validates: tuple[str, ...], condition: str) -> str:
+    """A condition of a pydantic field validator with the value's parameter (`v`) named by the
+    one field it validates (`max_tokens`); as it is otherwise."""
+    if len(validates) != 2:
+        return condition
+    parameter, field = validates
+    try:
+        tree = ast.parse(condition.strip(), mode="eval")
+    except SyntaxError:
+        return condition
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == parameter:
+            node.id = field
+    return ast.unparse(tree)
 
 
 def _trigger_text(site: Site, parts: tuple[tuple[str, ...], tuple[str, ...]]) -> str | None:

@@ -387,6 +387,7 @@ class _Reader:
             function=found.function,
             conditions=conditions,
             checks_passed=checks_passed,
+            validates=_validated_fields(found.scope),
             context=tuple(self._context(node) for node in found.context),
             assert_condition=assert_condition,
             snippet_start=max(1, line - SNIPPET_BEFORE),
@@ -519,6 +520,23 @@ class _Reader:
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _validated_fields(function: ast.AST | None) -> tuple[str, ...]:
+    """For a pydantic field validator (`@field_validator("max_tokens")` or v1's `@validator`),
+    the parameter holding the value and the fields it validates; else nothing."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return ()
+    for decorator in function.decorator_list:
+        if not isinstance(decorator, ast.Call) or _dotted(decorator.func).rsplit(".", 1)[-1] not in ("field_validator", "validator"):
+            continue
+        fields = [a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value != "*"]
+        parameters = [a.arg for a in function.args.posonlyargs + function.args.args]
+        if parameters and parameters[0] in ("cls", "self"):
+            parameters = parameters[1:]
+        if fields and parameters:
+            return (parameters[0], *fields)
+    return ()
 
 
 def _is_text(node: ast.expr) -> bool:

@@ -133,6 +133,8 @@ class Site:
     snippet_end: int
     ordinal: int = 0
     checks_passed: tuple[int, ...] = ()
+    # In a pydantic field validator: the parameter holding the value, then the fields validated.
+    validates: tuple[str, ...] = ()
     # Whether the message was read from the assignments to the variable raised (`msg = ...`).
     resolved: bool = False
     # The id key under the rules before messages were read from variables and `{expr=}` kept

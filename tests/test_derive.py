@@ -118,6 +118,32 @@ def test_trigger_describes_every_place():
     )
 
 
+def test_a_pydantic_validator_names_the_field_not_its_parameter():
+    sites = _sites(
+        """
+        class Request(BaseModel):
+            @field_validator("max_tokens")
+            @classmethod
+            def _validate_max_tokens(cls, v):
+                if v <= 0:
+                    raise ValueError("max_tokens must be positive")
+                return v
+
+            @field_validator("temperature", "top_p")
+            @classmethod
+            def _refuse(cls, value, info):
+                if value is not None:
+                    raise ValueError(f"{info.field_name} is not accepted here")
+        """,
+        "python/sglang/srt/entrypoints/anthropic/protocol.py",
+    )
+    one, several = sites
+    assert one.validates == ("v", "max_tokens")
+    assert derive.derive_trigger(one) == "It is raised in `Request._validate_max_tokens` when `max_tokens` is at most `0`."
+    assert several.validates == ("value", "temperature", "top_p")
+    assert derive.derive_trigger(several).endswith("- `value` is the field `temperature` or `top_p` being validated\n")
+
+
 def test_trigger_names_loops_and_handlers():
     (site,) = _sites(
         """

@@ -54,6 +54,8 @@ def site_record(site: Site, upstream: Upstream) -> dict:
         "url": upstream.url(site.path, site.line),
         "scope": site_scope(site.path),
     }
+    if site.validates:
+        record["validates"] = {"parameter": site.validates[0], "fields": list(site.validates[1:])}
     if site.raised_in is not None:
         path, function, line, _end = site.raised_in
         record["raised_in"] = {"path": path, "function": function, "line": line}
