@@ -335,7 +335,7 @@ def mention_parts(site: Site) -> MentionParts:
     return (
         tuple(sorted(set(_named_flags(site)))),
         tuple(sorted(set(_ENV_VAR.findall(literal)))),
-        tuple(sorted({"--" + name.replace("_", "-") for name in _identifiers(site)})),
+        tuple(sorted({"--" + name.replace("_", "-") for name in _setting_names(site)})),
     )
 
 
@@ -377,6 +377,24 @@ def _identifiers(site: Site) -> set[str]:
     # String literals are values, not names.
     text = re.sub(r"(['\"]).*?\1", " ", text)
     return {name for name in _IDENTIFIER.findall(text) if len(name) > 2 and name not in _NOT_NAMES}
+
+
+def _setting_names(site: Site) -> set[str]:
+    """The names in a site's conditions and placeholders that may be the server's settings:
+    bare names, and attributes of the receivers settings are read from (`server_args.`,
+    `cfg.`, `self.`); not `namespace.page_size`, which is a field of something else."""
+    text = " ".join(site.conditions)
+    if site.assert_condition:
+        text += " " + site.assert_condition
+    if site.template is not None:
+        text += " " + " ".join(p.expr for p in site.template.parts if isinstance(p, Placeholder))
+    text = re.sub(r"(['\"]).*?\1", " ", text)
+    names = set(_BARE_NAME.findall(text)) | set(_SETTING_ATTRIBUTE.findall(text))
+    return {name for name in names if len(name) > 2 and name not in _NOT_NAMES}
+
+
+_BARE_NAME = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
+_SETTING_ATTRIBUTE = re.compile(r"(?<![\w.])(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self)\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 _NOT_NAMES = frozenset(

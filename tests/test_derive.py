@@ -198,6 +198,19 @@ def test_a_flag_built_from_a_run_time_value_is_not_named():
     assert derive.mentioned_names(entry) == ("--kv-cache-dtype",)
 
 
+def test_a_field_of_another_object_is_not_taken_for_a_setting():
+    """`namespace.page_size` is the namespace's, not `--page-size`; `cfg.tp_size` is the server's."""
+    (site,) = _sites(
+        """
+        def f(namespace, cfg):
+            if namespace.page_size <= 0 and cfg.tp_size > 1:
+                raise ValueError("bad grid")
+        """
+    )
+    (entry,) = group_sites((site,), "r/r")
+    assert derive.mentioned_names(entry, frozenset({"--page-size", "--tp-size"})) == ("--tp-size",)
+
+
 DOCSTRINGS = textwrap.dedent(
     '''
     class Pool:
