@@ -369,28 +369,30 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def _identifiers(site: Site) -> set[str]:
     """Attribute and variable names a site's conditions and placeholders use."""
-    text = " ".join(site.conditions)
-    if site.assert_condition:
-        text += " " + site.assert_condition
-    if site.template is not None:
-        text += " " + " ".join(p.expr for p in site.template.parts if isinstance(p, Placeholder))
-    # String literals are values, not names.
-    text = re.sub(r"(['\"]).*?\1", " ", text)
-    return {name for name in _IDENTIFIER.findall(text) if len(name) > 2 and name not in _NOT_NAMES}
+    return _names(_IDENTIFIER.findall(_code_text(site)))
 
 
 def _setting_names(site: Site) -> set[str]:
     """The names in a site's conditions and placeholders that may be the server's settings:
     bare names, and attributes of the receivers settings are read from (`server_args.`,
     `cfg.`, `self.`); not `namespace.page_size`, which is a field of something else."""
+    text = _code_text(site)
+    return _names([*_BARE_NAME.findall(text), *_SETTING_ATTRIBUTE.findall(text)])
+
+
+def _code_text(site: Site) -> str:
+    """A site's conditions, assert condition and placeholders, without string literals (values,
+    not names)."""
     text = " ".join(site.conditions)
     if site.assert_condition:
         text += " " + site.assert_condition
     if site.template is not None:
         text += " " + " ".join(p.expr for p in site.template.parts if isinstance(p, Placeholder))
-    text = re.sub(r"(['\"]).*?\1", " ", text)
-    names = set(_BARE_NAME.findall(text)) | set(_SETTING_ATTRIBUTE.findall(text))
-    return {name for name in names if len(name) > 2 and name not in _NOT_NAMES}
+    return re.sub(r"(['\"]).*?\1", " ", text)
+
+
+def _names(found: Iterable[str]) -> set[str]:
+    return {name for name in found if len(name) > 2 and name not in _NOT_NAMES}
 
 
 _BARE_NAME = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
