@@ -51,7 +51,7 @@ def test_lookup_text_names_title_id_and_page(site: Path, capsys) -> None:
     assert main(["lookup", "--site", str(site), "--limit", "1", PASTED]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
-    assert lines[0].endswith("HiSparse requires one of {CHOICES} KV cache dtypes, but got --kv-cache-dtype={kv_cache_dtype}.")
+    assert lines[0].endswith("  exact match: HiSparse requires one of {CHOICES} KV cache dtypes, but got --kv-cache-dtype={kv_cache_dtype}.")
     page = lines[1].split(" · ")[-1]
     assert re.fullmatch("errors/[0-9a-f]{16}/", page)
     assert lines[1].strip() == f"ValueError · hisparse_hook.py in check · {page}"

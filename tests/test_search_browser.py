@@ -89,3 +89,13 @@ def test_pasted_message_in_the_address_lands_on_its_page(served) -> None:
 def test_nothing_found_is_said(served) -> None:
     url, _ = served
     assert "No error matches this text" in rendered(url + "?q=" + urllib.parse.quote("cooking pasta at home"))
+
+
+def test_each_result_says_how_it_matched(served) -> None:
+    """An exact template match is labelled as such, apart from an error found by some of its
+    words only."""
+    url, _ = served
+    exact = rendered(url + "?q=" + urllib.parse.quote("HiSparse requires one of ('bf16',) KV cache dtypes, but got --kv-cache-dtype=fp8."))
+    assert re.search(r'<li><span class="search-result-how search-result-message">exact match: </span><a ', exact), exact
+    similar = rendered(url + "?q=" + urllib.parse.quote("hisparse kv cache dtypes wrong"))
+    assert re.search(r'<li><span class="search-result-how search-result-words">similar: </span><a ', similar), similar

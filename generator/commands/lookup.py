@@ -50,13 +50,21 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps([record(c) for c in candidates], indent=2, ensure_ascii=False) + "\n")
     else:
         for candidate in candidates:
-            about = "matches the beginning of: " if candidate.match == "beginning" else ""
-            print(f"{candidate.score:6.2f}  {about}{candidate.title}")
+            print(f"{candidate.score:6.2f}  {HOW[candidate.match]}{candidate.title}")
             print(f"        {candidate.exception or 'unknown exception'} · {candidate.where} · {candidate.page}")
     if not candidates:
         print("errorkb: lookup: no error matches this text", file=sys.stderr)
         return EXIT_NOTHING
     return 0
+
+
+# How each result was found, as the home page's search box says it (templates/static/search.js).
+HOW = {
+    "message": "exact match: ",
+    "beginning": "matches the beginning of: ",
+    "traceback": "raised where the traceback points: ",
+    "words": "similar: ",
+}
 
 
 def index_of(args: argparse.Namespace) -> SearchIndex:

@@ -698,6 +698,13 @@
       output.replaceChildren(p);
     }
 
+    var HOW = {
+      message: "exact match: ",
+      beginning: "matches the beginning of ",
+      traceback: "raised where the traceback points: ",
+      words: "similar: ",
+    };
+
     function render(results, searching) {
       var heading = document.createElement("p");
       heading.textContent = results.length === 1 ? "1 matching error" : results.length + " matching errors";
@@ -706,12 +713,12 @@
       list.className = "search-results";
       results.forEach(function (result) {
         var item = document.createElement("li");
-        if (result.match === "beginning") {
-          var partial = document.createElement("span");
-          partial.className = "search-result-partial";
-          partial.textContent = "matches the beginning of ";
-          item.append(partial);
-        }
+        // How the paste found it: its message whole, its beginning, the traceback's raising
+        // line, or only some of its words (a similar error, not this one for sure).
+        var label = document.createElement("span");
+        label.className = "search-result-how search-result-" + result.match;
+        label.textContent = HOW[result.match] || "similar: ";
+        item.append(label);
         var link = document.createElement("a");
         link.href = root + "errors/" + result.id + "/";
         link.textContent = result.title;
