@@ -37,9 +37,8 @@ from generator.model import (
 
 # Objects whose attributes are settings the user controls: `cfg.kv_cache_dtype` is shown as
 # `kv_cache_dtype`, which is also the name of the flag.
-_SETTINGS_RECEIVERS = re.compile(
-    r"^(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self)\."
-)
+_RECEIVERS = r"(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self)\."
+_SETTINGS_RECEIVERS = re.compile("^" + _RECEIVERS)
 _PLATFORMS = {
     "cuda": "CUDA",
     "hip": "ROCm (HIP)",
@@ -72,8 +71,8 @@ def describe_condition(expr: str, flags: frozenset[str] = frozenset()) -> str:
     `fp4_mx_block16`" when `--kv-cache-dtype` is among `flags` (the server's arguments), else
     "`kv_cache_dtype` is ..."; `not get_platform().is_cuda` reads "the platform is not CUDA";
     `not namespace.model_id` reads "`namespace.model_id` is empty" (None, an empty string or
-    list), `not is_ready` "`is_ready` is false". What the rules do
-    not cover is quoted as it is: "`expr` is true".
+    list), `not is_ready` "`is_ready` is false". What the rules do not cover is quoted as it
+    is: "`expr` is true".
     """
     try:
         node = ast.parse(expr.strip(), mode="eval").body
@@ -210,8 +209,7 @@ def derive_trigger(sites: Site | Sequence[Site], flags: frozenset[str] = frozens
     an earlier check above it did not raise folded into one line, the loops and handlers
     around it, and for an assert the check that fails; settings named by their flag when
     `flags` holds it. Every place is described, places in one function with the same
-    conditions once. None
-    when the code says nothing beyond "this line ran"."""
+    conditions once. None when the code says nothing beyond "this line ran"."""
     sites = (sites,) if isinstance(sites, Site) else tuple(sites)
     described = {}
     for site in sites:
@@ -396,7 +394,7 @@ def _names(found: Iterable[str]) -> set[str]:
 
 
 _BARE_NAME = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
-_SETTING_ATTRIBUTE = re.compile(r"(?<![\w.])(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self)\.([A-Za-z_][A-Za-z0-9_]*)")
+_SETTING_ATTRIBUTE = re.compile(r"(?<![\w.])" + _RECEIVERS + r"([A-Za-z_][A-Za-z0-9_]*)")
 
 
 _NOT_NAMES = frozenset(

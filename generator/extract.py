@@ -363,9 +363,9 @@ class _Reader:
         node = found.node
         exception, message, assert_condition = self._subject(found)
         line, end_line = node.lineno, node.end_lineno or node.lineno
-        conditions = tuple(text for guard in found.guards for text in self._condition(guard))
-        passed = [guard.passed for guard in found.guards for _text in self._condition(guard)]
-        checks_passed = tuple(number for number, flag in enumerate(passed) if flag)
+        read = [(text, guard.passed) for guard in found.guards for text in self._condition(guard)]
+        conditions = tuple(text for text, _passed in read)
+        checks_passed = tuple(number for number, (_text, passed) in enumerate(read) if passed)
         template = None
         resolved = False
         raised_in = None
