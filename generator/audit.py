@@ -308,7 +308,7 @@ def review_problems(folder: Path, files: Mapping[str, CuratedFile], families: Ma
 
 
 def _reviews(folder: Path, kind: str, key: str, files: Mapping[str, CuratedFile], noun: str, written: str) -> list[ContentProblem]:
-    from ruamel.yaml import YAML, YAMLError
+    from generator import yamltree
 
     problems = []
     for name in sorted(files.keys() - {path.stem for path in (folder / kind).glob("*.yaml")}):
@@ -316,8 +316,8 @@ def _reviews(folder: Path, kind: str, key: str, files: Mapping[str, CuratedFile]
     for path in sorted((folder / kind).glob("*.yaml")):
         where = str(path)
         try:
-            review = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
-        except (OSError, YAMLError) as error:
+            review = yamltree.read(path.read_text(encoding="utf-8"))
+        except (OSError, yamltree.YAMLError) as error:
             problems.append(ContentProblem(where, 1, "", f"not valid YAML: {error}".splitlines()[0]))
             continue
         if not isinstance(review, dict):

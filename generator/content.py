@@ -3,7 +3,7 @@ of errors in `content/families/<name>.yaml`, read and validated.
 
 Every problem of every file is collected before anything fails:
 `content/errors/<id>.yaml:12: 'solutions[0].body': must not be empty`. The schema and the
-reader of one file (`generator.schema`, with pydantic and ruamel.yaml) are imported only to
+reader of one file (`generator.schema`, with pydantic) are imported only to
 parse a file, and a build parses only files new or edited since the last one (`ParsedFiles`).
 """
 
@@ -140,7 +140,6 @@ def _read_folder(folder: Path, parsed: ParsedFiles, named: str) -> tuple[list[Cu
             read.append((path.read_text(encoding="utf-8"), shown))
         except (OSError, UnicodeDecodeError) as error:
             problems.append(ContentProblem(shown, 1, "", f"unreadable: {error}"))
-    parsed.parse_all(read, family=folder.name == FAMILIES_FOLDER)
     for text, shown in read:
         curated, found = parsed.parse(text, shown, family=folder.name == FAMILIES_FOLDER)
         problems.extend(found)
@@ -160,21 +159,19 @@ class ParsedFiles:
         self.repo = repo
         self.known: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
         self.used: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
-        # Parsed on other cores by `parse_all`, not yet used.
-        self.fresh: dict[tuple[str, str], tuple[CuratedFile | None, list[ContentProblem]]] = {}
         self.path = None
         if cache_dir is None:
             return
         # The schema module found without importing it: a build whose files are all cached
-        # never loads pydantic or ruamel.yaml.
-        code = [f"{repo}\0", package_version("pydantic"), package_version("ruamel.yaml"), __file__, find_spec("generator.schema").origin, model.__file__]
+        # never loads pydantic.
+        code = [f"{repo}\0", package_version("pydantic"), package_version("PyYAML"), __file__, find_spec("generator.schema").origin, find_spec("generator.yamltree").origin, model.__file__]
         # One cache per folder: each is saved with only what its own files parsed to.
         self.path = kept(cache_dir, "content", code, "" if folder == ERRORS_FOLDER else "-" + folder)
         self.known = read_cache(self.path, dict) or {}
 
     def parse(self, text: str, path: str, family: bool = False) -> tuple[CuratedFile | None, list[ContentProblem]]:
         key = (path, text)
-        found = self.known.get(key) or self.fresh.get(key)
+        found = self.known.get(key)
         if found is None:
             from generator import schema
 
@@ -182,30 +179,9 @@ class ParsedFiles:
         self.used[key] = found
         return found
 
-    def parse_all(self, files: list[tuple[str, str]], family: bool = False) -> None:
-        """Parse the (text, path) pairs the cache does not hold on every core, when there are
-        many: a first build of hundreds of files spends seconds in the YAML parser."""
-        from generator import workers
-
-        missing = [(text, path) for text, path in files if (path, text) not in self.known]
-        if len(missing) < 64:
-            return
-        batches = [(missing[start : start + 32], family, self.repo) for start in range(0, len(missing), 32)]
-        for batch, results in zip(batches, workers.mapped(_parse_batch, batches, 2)):
-            for (text, path), found in zip(batch[0], results):
-                self.fresh[path, text] = found
-
     def save(self) -> None:
         if self.path is not None and self.used != self.known:
             write_cache(self.path, pickle.dumps(self.used, protocol=5))
-
-
-def _parse_batch(batch: tuple[list[tuple[str, str]], bool, str]) -> list[tuple[CuratedFile | None, list[ContentProblem]]]:
-    """In a worker of `ParsedFiles.parse_all`: each file of a batch parsed."""
-    from generator import schema
-
-    files, family, repo = batch
-    return [schema.parse_family(text, path) if family else schema.parse_curated(text, path, repo) for text, path in files]
 
 
 def format_problems(problems) -> str:

@@ -3,8 +3,9 @@ be parsed or the schema published, since importing pydantic and ruamel.yaml is s
 
 The schema lives in code (`CuratedSchema`, published as JSON Schema by `curated_json_schema`;
 `FamilySchema` for the files of `content/families/`, which share its text fields, `CuratedText`).
-Files are read with ruamel.yaml's round-trip loader so every problem names the line it is on:
-`content/errors/<id>.yaml:12: 'solutions[0].body': must not be empty`.
+Files are read by libyaml into values that know their lines (`yamltree`), so every problem names
+the line it is on: `content/errors/<id>.yaml:12: 'solutions[0].body': must not be empty`.
+ruamel.yaml's round trip writes them (`yaml_round_trip`), keeping comments and quotes.
 """
 
 from __future__ import annotations
@@ -16,13 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
-from ruamel.yaml.scalarstring import DoubleQuotedScalarString, SingleQuotedScalarString
 
 from generator.content import DEFAULT_REPO, ERROR_ID, ContentProblem, CuratedFile, markdown_problems, template_key
+from generator import yamltree
 from generator.model import Curated, Evidence, ExampleFix, Family, FamilyMatch, Solution, error_id
+from generator.yamltree import Block, Map, Quoted, Seq
 
 SCHEMA_ID = "https://errorkb.example.org/api/schema/curated.json"
 
@@ -194,8 +193,11 @@ _QUOTED_FIELDS = ("id", "fingerprint")
 # -- Reading ---------------------------------------------------------------------------------------
 
 
-def yaml_round_trip() -> YAML:
-    """The YAML reader and writer content files use: round trip, quotes and comments kept."""
+def yaml_round_trip():
+    """The YAML reader and writer that edits content files: round trip, quotes and comments
+    kept. Imported here: a build only reads."""
+    from ruamel.yaml import YAML
+
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = 100
@@ -220,17 +222,17 @@ def parse_family(text: str, path: str) -> tuple[CuratedFile | None, list[Content
     return _file(document, schema, problems, lambda: _family_record(schema, path))
 
 
-def _validated(text: str, path: str, kind: type[_Strict], fields: str) -> tuple[CommentedMap | None, Any, list[ContentProblem]]:
+def _validated(text: str, path: str, kind: type[_Strict], fields: str) -> tuple[Map | None, Any, list[ContentProblem]]:
     """A file's YAML, checked against `kind`: the document, the schema (None when invalid) and
     the problems found so far."""
     try:
-        document = yaml_round_trip().load(text)
-    except MarkedYAMLError as error:
+        document = yamltree.read(text)
+    except yamltree.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else 1
         reason = " ".join(str(part) for part in (error.context, error.problem) if part)
         return None, None, [ContentProblem(path, line, "", f"not valid YAML: {reason}")]
-    if not isinstance(document, CommentedMap):
+    if not isinstance(document, Map):
         return None, None, [ContentProblem(path, 1, "", f"expected a mapping of fields ({fields})")]
     problems = [ContentProblem(path, line, field, problem) for field, line, problem in _document_problems(document, path, kind)]
     lines = _text_lines(document)
@@ -247,7 +249,7 @@ def _validated(text: str, path: str, kind: type[_Strict], fields: str) -> tuple[
     return document, schema, problems
 
 
-def _file(document: CommentedMap | None, schema: Any, problems: list[ContentProblem], record) -> tuple[CuratedFile | None, list[ContentProblem]]:
+def _file(document: Map | None, schema: Any, problems: list[ContentProblem], record) -> tuple[CuratedFile | None, list[ContentProblem]]:
     if problems:
         problems.sort(key=lambda p: (p.line, p.field, p.problem))
         return None, problems
@@ -255,32 +257,32 @@ def _file(document: CommentedMap | None, schema: Any, problems: list[ContentProb
     return CuratedFile(record(), tuple(sorted(_text_lines(document).items()))), []
 
 
-def _document_problems(document: CommentedMap, path: str, kind: type[_Strict]) -> Iterator[tuple[str, int, str]]:
+def _document_problems(document: Map, path: str, kind: type[_Strict]) -> Iterator[tuple[str, int, str]]:
     """Problems only the YAML itself shows: quoting, and the file name against the id (a
     family's: against its name)."""
     stem = Path(path).stem
     if kind is FamilySchema:
         value = document.get("name")
         if isinstance(value, str) and value != stem:
-            yield "name", document.lc.value("name")[0] + 1, f"{value!r} does not match the file name {stem}.yaml"
+            yield "name", document.value_lines["name"], f"{value!r} does not match the file name {stem}.yaml"
         return
     for name in _QUOTED_FIELDS:
         value = document.get(name)
-        if isinstance(value, str) and not isinstance(value, (DoubleQuotedScalarString, SingleQuotedScalarString)):
-            yield name, document.lc.value(name)[0] + 1, 'write it quoted ("...") so YAML never reads it as a number'
+        if isinstance(value, str) and not isinstance(value, Quoted):
+            yield name, document.value_lines[name], 'write it quoted ("...") so YAML never reads it as a number'
     value = document.get("id")
     if isinstance(value, str) and ERROR_ID.fullmatch(stem) and value != stem:
-        yield "id", document.lc.value("id")[0] + 1, f"{value} does not match the file name {stem}.yaml"
+        yield "id", document.value_lines["id"], f"{value} does not match the file name {stem}.yaml"
     elif not ERROR_ID.fullmatch(stem):
         yield "", 1, "file name must be the error's id: 16 lowercase hex digits and .yaml"
 
 
-def _semantic_problems(schema: CuratedSchema, document: CommentedMap, path: str, repo: str) -> Iterator[ContentProblem]:
+def _semantic_problems(schema: CuratedSchema, document: Map, path: str, repo: str) -> Iterator[ContentProblem]:
     """What the schema cannot say: the message must give back the id, Markdown links must be sound."""
     if schema.message is not None and schema.exception is not None:
         expected = error_id(repo, schema.exception, template_key(schema.message))
         if expected != schema.id:
-            line = document.lc.value("message")[0] + 1
+            line = document.value_lines["message"]
             yield ContentProblem(
                 path,
                 line,
@@ -290,10 +292,10 @@ def _semantic_problems(schema: CuratedSchema, document: CommentedMap, path: str,
             )
 
 
-def _family_problems(schema: FamilySchema, document: CommentedMap, path: str) -> Iterator[ContentProblem]:
+def _family_problems(schema: FamilySchema, document: Map, path: str) -> Iterator[ContentProblem]:
     """What the schema cannot say of a family: it matches by something, its pattern compiles."""
     match = schema.match
-    line = document.lc.key("match")[0] + 1
+    line = document.key_lines["match"]
     if all(getattr(match, name) is None for name in ("exception", "message", "condition", "path", "function")):
         yield ContentProblem(path, line, "match", "give at least one of exception, message, condition, path, function")
     for name in ("message", "condition"):
@@ -348,7 +350,7 @@ def _texts(schema: CuratedSchema | FamilySchema) -> dict[str, Any]:
     }
 
 
-def _raw_markdown_fields(document: CommentedMap) -> Iterator[tuple[str, str]]:
+def _raw_markdown_fields(document: Map) -> Iterator[tuple[str, str]]:
     """The Markdown texts of a document that are strings, whether or not the rest is valid."""
     for name in ("explanation", "trigger"):
         if isinstance(document.get(name), str):
@@ -393,15 +395,15 @@ def _plain(node: Any) -> Any:
 # -- Locating problems -----------------------------------------------------------------------------
 
 
-def _line_of(document: CommentedMap, location: tuple) -> int:
+def _line_of(document: Map, location: tuple) -> int:
     """The 1-based line of the deepest node of `location` that exists in the document."""
-    node, line = document, document.lc.line + 1
+    node, line = document, document.line
     for step in location:
-        if isinstance(node, CommentedMap) and step in node:
-            line = node.lc.key(step)[0] + 1
+        if isinstance(node, Map) and step in node:
+            line = node.key_lines[step]
             node = node[step]
-        elif isinstance(node, CommentedSeq) and isinstance(step, int) and step < len(node):
-            line = node.lc.item(step)[0] + 1
+        elif isinstance(node, Seq) and isinstance(step, int) and step < len(node):
+            line = node.item_lines[step]
             node = node[step]
         else:
             break
@@ -465,28 +467,28 @@ def _yaml_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _text_lines(document: CommentedMap) -> dict[str, int]:
+def _text_lines(document: Map) -> dict[str, int]:
     """The 1-based line each text field's content starts on; block scalars start a line below."""
     lines: dict[str, int] = {}
 
     def visit(node: Any, prefix: str) -> None:
-        if isinstance(node, CommentedMap):
+        if isinstance(node, Map):
             for key in node:
                 name = f"{prefix}.{key}" if prefix else str(key)
                 value = node[key]
-                if isinstance(value, (CommentedMap, CommentedSeq)):
-                    lines[name] = node.lc.key(key)[0] + 1
+                if isinstance(value, (Map, Seq)):
+                    lines[name] = node.key_lines[key]
                     visit(value, name)
                 else:
-                    lines[name] = node.lc.value(key)[0] + 1 + _block_offset(value)
-        elif isinstance(node, CommentedSeq):
+                    lines[name] = node.value_lines[key] + _block_offset(value)
+        elif isinstance(node, Seq):
             for index, value in enumerate(node):
                 name = f"{prefix}[{index}]"
-                if isinstance(value, (CommentedMap, CommentedSeq)):
-                    lines[name] = node.lc.item(index)[0] + 1
+                if isinstance(value, (Map, Seq)):
+                    lines[name] = node.item_lines[index]
                     visit(value, name)
                 else:
-                    lines[name] = node.lc.item(index)[0] + 1 + _block_offset(value)
+                    lines[name] = node.item_lines[index] + _block_offset(value)
 
     visit(document, "")
     return lines
@@ -494,4 +496,4 @@ def _text_lines(document: CommentedMap) -> dict[str, int]:
 
 def _block_offset(value: Any) -> int:
     """Block scalars (`|`, `>`) start their text on the line after the indicator."""
-    return 1 if type(value).__name__ in ("LiteralScalarString", "FoldedScalarString") else 0
+    return 1 if isinstance(value, Block) else 0

@@ -125,6 +125,17 @@ INVALID = [
         None,
         id="yaml-syntax",
     ),
+    # YAML 1.2, as the files are written: `yes` is a word, not YAML 1.1's true.
+    pytest.param(
+        VALID + "review: yes\n",
+        [f"{PATH}:9: 'review': expected true or false, got a string"],
+        id="yes-is-a-string",
+    ),
+    pytest.param(
+        VALID + "tags: [a]\ntags: [b]\n",
+        [f"{PATH}:10: file: not valid YAML: while constructing a mapping found duplicate key 'tags'"],
+        id="duplicate-key",
+    ),
 ]
 
 
