@@ -323,6 +323,20 @@ def mentioned_names(
     return tuple(sorted(found, key=lambda name: (not name.startswith("--"), name)))
 
 
+def _with_trigger_flags(named: tuple[str, ...], trigger: str | None, settings: Mapping[str, model.Setting] | None) -> tuple[str, ...]:
+    """`named` and the server's flags that "When it happens" names (`--kv-cache-dtype` for
+    `cfg.kv_cache_dtype`, in any of its places, or in a curated text), so that every flag a
+    page names is shown with its help: sorted as `mentioned_names` sorts."""
+    if not trigger or not settings:
+        return named
+    found = {flag for flag in _TRIGGER_FLAG.findall(trigger) if flag in settings}
+    if found <= set(named):
+        return named
+    return tuple(sorted({*named, *found}, key=lambda name: (not name.startswith("--"), name)))
+
+
+_TRIGGER_FLAG = re.compile(r"`(--[A-Za-z0-9][A-Za-z0-9-]*)`")
+
 MentionParts = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
@@ -825,7 +839,7 @@ def derive_articles(
                 curated=curated_entry,
                 trigger=trigger,
                 trigger_curated=bool(curated_entry and curated_entry.trigger),
-                mentions=(named := mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None)),
+                mentions=(named := _with_trigger_flags(mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None), trigger, settings)),
                 settings=tuple(settings[name] for name in named if name in settings) if settings else (),
                 related=tuple(
                     links.get(other) or links.setdefault(other, Related(other, titles[other])) for other in related.get(entry.id, ())

@@ -14,7 +14,7 @@ from generator import derive, docstrings, render
 from generator.content import load_curated
 from generator.extract import extract_source
 from generator.files import state_bytes
-from generator.model import LedgerRecord, group_sites
+from generator.model import LedgerRecord, Setting, Upstream, group_sites
 
 
 @pytest.mark.parametrize(
@@ -483,3 +483,28 @@ def test_listed_errors_give_the_shared_pages_of_the_full_articles(sglang):
     # A build renders the browse pages from the entries alone, and the rest apart.
     pieces = [*browse_files(entries, info), *listed_files(entries, curated, ledger, info, ())]
     assert len(pieces) == len(expected) and dict(pieces) == expected
+
+
+def test_every_flag_when_it_happens_names_is_explained():
+    """A flag "When it happens" names from a condition (`cfg.dtype` at the second place, which
+    no message names) is among the page's settings, with its help, as the message's flags are."""
+    sites = _sites(
+        """
+        def check(cfg):
+            if cfg.tp_size > 8:
+                raise ValueError("too wide")
+
+        def check_again(cfg):
+            if cfg.dtype == "float16":
+                raise ValueError("too wide")
+        """
+    )
+    (entry,) = group_sites(sites, "r/r")
+    settings = {
+        name: Setting(name, f"help of {name}", None, None, "python/sglang/srt/server_args.py", 1)
+        for name in ("--tp-size", "--dtype", "--page-size")
+    }
+    upstream = Upstream("r/r", "pypi:x==1", "v1", "2026-01-01")
+    (article,) = derive.derive_articles((entry,), {}, upstream, triggers={entry.id: derive.derive_trigger(entry.sites, frozenset(settings))}, settings=settings)
+    assert "`--dtype`" in article.trigger and "`--tp-size`" in article.trigger
+    assert [setting.name for setting in article.settings] == ["--dtype", "--tp-size"]
