@@ -169,6 +169,10 @@ class ErrorPage(Page):
     moved_to: tuple[str, str] | None
     scaffold: str
     exception_url: str
+    # Where to look upstream when nothing is written: its issues searched for the error, and
+    # where upstream's own messages send a report.
+    issues_search_url: str
+    report_url_upstream: str
 
 
 class FamilyPage(Page):
@@ -379,7 +383,36 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         moved_to=moved_to,
         scaffold=f"errorkb scaffold {article.id}",
         exception_url=f"{root}exceptions/{exception_slug(article.exception)}/",
+        issues_search_url=issues_search_url(article, page["upstream"].repo),
+        report_url_upstream=f"https://github.com/{page['upstream'].repo}/issues/new/choose",
     )
+
+
+def issues_search_url(article: Article, repo: str) -> str:
+    """Upstream's issues searched for what a user would have in hand: the longest literal
+    piece of the message as a phrase, else the assert's condition, else the raising
+    function's name with the exception."""
+    literal = ""
+    if article.template is not None:
+        pieces = (" ".join(part.split()).strip(" .,:;'\"()[]{}") for part in article.template.parts if isinstance(part, str))
+        literal = max(pieces, key=len, default="")
+    site = article.locations[0].site if article.locations else None
+    if len(literal) >= 12:
+        query = f'"{_phrase(literal)}"'
+    elif site is not None and site.assert_condition:
+        query = f'"{_phrase(site.assert_condition)}"'
+    elif site is not None and site.function:
+        query = " ".join(filter(None, (site.function.rsplit(".", 1)[-1], article.exception)))
+    else:
+        query = " ".join(filter(None, (literal, article.exception))) or article.id
+    return f"https://github.com/{repo}/issues?q=" + urllib.parse.quote_plus(f"is:issue {query}")
+
+
+def _phrase(text: str, limit: int = 100) -> str:
+    """`text` on one line, cut at a word boundary to at most `limit` characters: a phrase a
+    search box takes whole."""
+    text = " ".join(text.replace('"', " ").split())
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0]
 
 
 def pygments_css() -> bytes:

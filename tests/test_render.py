@@ -124,6 +124,17 @@ def test_uncurated_page_says_so_and_shows_what_the_code_says():
     assert 'href="https://github.com/o/r/blob/abc123/python/sglang/m.py#L3"' in html
 
 
+def test_uncurated_page_says_what_to_do_and_where_to_search_upstream():
+    """With no fix written, a page still says what to do: search upstream's issues for the
+    message's longest literal piece as a phrase, and report it with what upstream needs."""
+    html = page(article(["Pool of ", Placeholder("{size}"), ' slots is too small for "ctx"', Placeholder("{n}")]))
+    assert 'id="todo"' in html
+    assert 'href="https://github.com/o/r/issues?q=is%3Aissue+%22slots+is+too+small+for+ctx%22"' in html
+    assert 'href="https://github.com/o/r/issues/new/choose"' in html
+    curated = curated_with(solutions=(Solution("Grow it", "Pass `--x`."),))
+    assert 'id="todo"' not in page(article(["Boom"], curated=curated))
+
+
 def test_links_are_relative_and_footer_names_the_revision():
     html = page(article(["Boom"]))
     hrefs = re.findall(r'(?:href|src)="([^"]*)"', html)
