@@ -13,7 +13,7 @@ import heapq
 import math
 import re
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from generator import model
@@ -31,6 +31,7 @@ from generator.model import (
     Site,
     Snippet,
     Upstream,
+    scope_of,
 )
 
 # -- When it happens --------------------------------------------------------------------------
@@ -557,8 +558,9 @@ class RelatedIndex(BlobState):
         # By feature stepped: its count before, and the errors that took or lost it.
         self._was: dict[str, int] = {}
         self._moved: dict[str, set[str]] = {}
-        # An error's first file is part of how others rank it (`_best` keeps few from one file).
-        first = {error: self.paths[error].split("\0", 1)[0] for error in changed if error in self.paths}
+        # An error's first file and its scope are part of how others rank it (`_best` keeps few
+        # from one file, and lists for an error of the product only errors of the product).
+        was_paths = {error: self.paths[error] for error in changed if error in self.paths}
         named = self._take([error for error in changed if error in self.own])
         put = [entry for entry in entries if entry.id in changed]
         named.update(self._put(put))
@@ -571,7 +573,8 @@ class RelatedIndex(BlobState):
         for error in again:
             self._rank_by(error)
         for entry in put:
-            if first.get(entry.id, entry.sites[0].path) != entry.sites[0].path:
+            was = was_paths.get(entry.id)
+            if was is not None and (was.split("\0", 1)[0] != entry.sites[0].path or _product(was) != _product(self.paths[entry.id])):
                 for feature in _split(self.features.get(entry.id, "")):
                     self._was.setdefault(feature, self.frequency[feature])
                     self._moved.setdefault(feature, set()).add(entry.id)
@@ -595,6 +598,7 @@ class RelatedIndex(BlobState):
         del self._was, self._moved
         files = {entry.id: entry.sites[0].path for entry in entries}
         weights: dict[str, float | None] = {}
+        product = {error for error, paths in self.paths.items() if _product(paths)} if todo else set()
         for error in sorted(todo):
             scores: dict[str, float] = defaultdict(float)
             for feature in _split(self.features[error]):
@@ -605,7 +609,8 @@ class RelatedIndex(BlobState):
                     for other in self.postings[feature]:
                         scores[other] += value
             scores.pop(error, None)
-            self.related[error] = tuple(_best(scores, files, error, self.limit))
+            allowed = product.__contains__ if error in product else None
+            self.related[error] = tuple(_best(scores, files, error, self.limit, allowed))
         return {entry.id: self.related[entry.id] for entry in entries}
 
     def _weight(self, feature: str) -> float | None:
@@ -700,15 +705,23 @@ def _weighed(feature: str, count: int) -> bool:
     return 1 < count and (count <= _MAX_SHARED or feature.startswith(_ALWAYS_COUNTED))
 
 
-def _best(scores: dict[str, float], files: Mapping[str, str], error: str, limit: int) -> list[str]:
+def _best(scores: dict[str, float], files: Mapping[str, str], error: str, limit: int, allowed: Callable[[str], bool] | None = None) -> list[str]:
     """The best-scoring ids, ties broken by id, with at most `_SAME_FILE` from the error's own
-    file (`files`: each error's first file, by id) so the list reaches beyond one module."""
-    chosen = _pick(_top(scores, limit * 3), files, error, limit)
+    file (`files`: each error's first file, by id) so the list reaches beyond one module, and
+    only those `allowed` (when given) holds true of."""
+    chosen = _pick(_top(scores, limit * 3), files, error, limit, allowed)
     if len(chosen) < limit and len(scores) > limit * 3:
-        # The best were crowded out by the error's own file: look further, elsewhere.
-        others = _top({o: s for o, s in scores.items() if files[o] != files[error]}, limit)
-        chosen = _pick(sorted(_top({o: scores[o] for o in chosen}, limit) + others), files, error, limit)
+        # The best were crowded out by the error's own file or by errors not allowed: look
+        # further, elsewhere.
+        others = _top({o: s for o, s in scores.items() if files[o] != files[error] and (allowed is None or allowed(o))}, limit)
+        chosen = _pick(sorted(_top({o: scores[o] for o in chosen}, limit) + others), files, error, limit, allowed)
     return chosen
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _product(paths: str) -> bool:
+    """Whether an error raised in `paths` (joined by NUL) is the product's (`model.scope_of`)."""
+    return scope_of(paths.split("\0")) == "product"
 
 
 def _top(scores: dict[str, float], count: int) -> list[tuple[float, str]]:
@@ -721,9 +734,11 @@ def _top(scores: dict[str, float], count: int) -> list[tuple[float, str]]:
     return sorted((-score, other) for other, score in scores.items() if score >= cut)
 
 
-def _pick(candidates: list[tuple[float, str]], files: Mapping[str, str], error: str, limit: int) -> list[str]:
+def _pick(candidates: list[tuple[float, str]], files: Mapping[str, str], error: str, limit: int, allowed: Callable[[str], bool] | None = None) -> list[str]:
     chosen, same_file = [], 0
     for _, other in candidates:
+        if allowed is not None and not allowed(other):
+            continue
         if files[other] == files[error]:
             if same_file == _SAME_FILE:
                 continue

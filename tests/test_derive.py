@@ -300,7 +300,7 @@ def test_related_ranking_again_after_a_change_equals_ranking_everything(sglang, 
     # Kept in the cache between builds as `build.cached_related` keeps it.
     state = pickle.loads(state_bytes(state))
     ranked = []
-    monkeypatch.setattr(derive, "_best", lambda scores, files, error, limit: ranked.append(error) or best(scores, files, error, limit))
+    monkeypatch.setattr(derive, "_best", lambda scores, files, error, *rest: ranked.append(error) or best(scores, files, error, *rest))
     again = state.update(after, blobs_after)
     assert 0 < len(ranked) < len(after)
     monkeypatch.undo()
@@ -371,6 +371,39 @@ def test_related_ranking_again_when_an_error_s_first_file_changes():
     assert state.update(first, {"python/sglang/m.py": "1"}) == derive.related_errors(first, limit=3)
     again = state.update(second, {"python/sglang/m.py": "1", "python/sglang/a.py": "1"})
     assert again == derive.related_errors(second, limit=3)
+
+
+KV_CHECKS = """
+def check_{n}(cfg):
+    if cfg.kv_cache_dtype == "fp8_{n}":
+        raise ValueError("fp8 KV cache {n} needs a newer GPU")
+"""
+
+
+def test_related_errors_of_the_product_are_the_product_s():
+    """A server user's page lists no error only SGLang's tests raise, however much they
+    share; a test's page may list the product's. When an error moves from the product into
+    the tests, the errors ranked before list what ranking everything lists."""
+    product = _sites(KV_CHECKS.format(n=1) + KV_CHECKS.format(n=2), path="python/sglang/srt/a.py")
+    tests = _sites(KV_CHECKS.format(n=3), path="python/sglang/test/test_kv.py")
+    # Raised in a test file and in the product; then only in the test file, its first file.
+    moved = _sites(KV_CHECKS.format(n=4), path="python/sglang/a/test_b.py")
+    moving = moved + _sites(KV_CHECKS.format(n=4), path="python/sglang/srt/z.py")
+    entries = group_sites(tuple(product + tests + moving), "r/r")
+    scope = {entry.id: entry.scope for entry in entries}
+    related = derive.related_errors(entries, limit=3)
+    for entry in entries:
+        assert related[entry.id], entry.message
+        if entry.scope == "product":
+            assert all(scope[other] == "product" for other in related[entry.id])
+    assert any(scope[other] == "product" for other in related[next(e.id for e in entries if e.scope == "test")])
+    state = derive.RelatedIndex(limit=3)
+    blobs = {"python/sglang/srt/a.py": "1", "python/sglang/test/test_kv.py": "1", "python/sglang/a/test_b.py": "1"}
+    state.update(entries, {**blobs, "python/sglang/srt/z.py": "1"})
+    after = group_sites(tuple(product + tests + moved), "r/r")
+    assert [entry.scope for entry in after].count("test") == 2
+    again = state.update(after, blobs)
+    assert again == derive.related_errors(after, limit=3)
 
 
 @pytest.mark.real
