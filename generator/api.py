@@ -80,6 +80,8 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "stale": article.stale,
         "related": [{"id": r.id, "message": r.title} for r in article.related],
         "aliases": list(article.aliases),
+        # Other forms users see it in, written by hand from the code that prints them.
+        "printed": list(curated.printed) if curated else [],
         "moved_to": record.moved_to if record and article.status == "moved" else None,
         "split_into": list(record.split_into) if record and article.status == "split" else [],
         "retired_in": record.retired_in if record and article.status == "retired" else None,
@@ -293,6 +295,11 @@ def error_schema(base_url: str) -> dict:
                 },
             },
             "aliases": {"type": "array", "items": _ID},
+            "printed": {
+                "description": "Other forms in which users see the error (the text its class prints, a log line "
+                "upstream wraps it in), as templates with {placeholders}; curated.",
+                **_STRINGS,
+            },
             "moved_to": _nullable(_ID),
             "split_into": {"type": "array", "items": _ID},
             "retired_in": _nullable(_STRING),

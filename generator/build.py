@@ -25,6 +25,7 @@ from generator.model import BuildResult, Inputs, group_sites
 from generator.pipeline import extract_upstream
 from generator.plan import BuildStamp, PageManifest
 from generator.publish import build_lock, publish
+from generator.search import printed_forms
 from generator.upstream import open_source
 
 
@@ -67,11 +68,17 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # raisers it sees. States updated by what changed take this, the ledger's code
         # fingerprints the blobs (the code a page shows).
         made_from = extraction.made_from()
+        # Content first (cached, fast), so the search index has the forms curated entries say
+        # users see their errors in.
+        loaded = articles.load_content(inputs.content, repo, inputs.cache_dir)
         # What needs only the entries runs in other processes meanwhile: related errors, then
         # the search index; and the browse pages.
         info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
         related, search = workers.background(
-            [partial(articles.cached_related, entries, inputs.cache_dir, made_from), partial(pages.search_files, entries, repo, inputs.cache_dir, made_from, extraction.classes)],
+            [
+                partial(articles.cached_related, entries, inputs.cache_dir, made_from),
+                partial(pages.search_files, entries, repo, inputs.cache_dir, made_from, extraction.classes, printed_forms(loaded)),
+            ],
             jobs,
             len(entries),
         )
@@ -87,7 +94,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # History: the ledger, with moved and retired ids.
         past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir)
         # Content: curated entries, carried over from reworded ids, evidence found again.
-        curated = audit.located_evidence(history.carry_curated(articles.load_content(inputs.content, repo, inputs.cache_dir), past.records), source, inputs.cache_dir)
+        curated = audit.located_evidence(history.carry_curated(loaded, past.records), source, inputs.cache_dir)
         # Each error without an entry of its own shows the text of the family that claims it.
         families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir, made_from)
         stale = articles.stale_curated(curated, by_id, source, made_from, inputs.cache_dir)

@@ -256,23 +256,48 @@ def template_key(message: str) -> str:
     The inverse of `Template.text`: doubled braces are literal, a single `{` opens a placeholder
     that runs to its matching `}` (expressions may hold braces of their own).
     """
-    out, index, length = [], 0, len(message)
+    out = []
+    for literal, expr in _pieces(message):
+        if expr is None:
+            out.append(literal)
+        else:
+            documented = _DOCUMENTED.match(expr)
+            out.append(documented[1] + "={}" if documented else "{}")
+    return _WHITESPACE.sub(" ", "".join(out)).strip()
+
+
+def printed_template(text: str) -> model.Template:
+    """A template written as `Template.text` writes one (a curated `printed` form): literal
+    text with doubled braces undoubled, each `{expr}` a placeholder."""
+    parts: list[str | model.Placeholder] = []
+    for literal, expr in _pieces(text):
+        if expr is not None:
+            parts.append(model.Placeholder(expr))
+        elif parts and isinstance(parts[-1], str):
+            parts[-1] += literal[0] if literal in ("{{", "}}") else literal
+        else:
+            parts.append(literal[0] if literal in ("{{", "}}") else literal)
+    return model.Template(tuple(parts))
+
+
+def _pieces(message: str) -> Iterator[tuple[str, str | None]]:
+    """A template's text in order: (a literal character or doubled brace, None), or ("", the
+    expression of a placeholder)."""
+    index, length = 0, len(message)
     while index < length:
         char = message[index]
         if message.startswith("{{", index) or message.startswith("}}", index):
-            out.append(message[index : index + 2])
+            yield message[index : index + 2], None
             index += 2
         elif char == "{":
             start, depth, index = index + 1, 1, index + 1
             while index < length and depth:
                 depth += {"{": 1, "}": -1}.get(message[index], 0)
                 index += 1
-            documented = _DOCUMENTED.match(message, start, index - 1)
-            out.append(documented[1] + "={}" if documented else "{}")
+            yield "", message[start : index - 1]
         else:
-            out.append(char)
+            yield char, None
             index += 1
-    return _WHITESPACE.sub(" ", "".join(out)).strip()
 
 
 def same_message(written: str | None, template: str | None) -> bool:

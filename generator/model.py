@@ -449,6 +449,9 @@ class Curated:
     written_for: str | None = None
     evidence: tuple[Evidence, ...] = ()
     reports: tuple[str, ...] = ()
+    # Other forms users see it in (a class's `__str__`, a log line wrapping it), as templates
+    # with `{placeholders}`: searched as the message is.
+    printed: tuple[str, ...] = ()
 
 
 @record

@@ -156,19 +156,25 @@ class PageMemo:
 
 
 def search_files(
-    entries: tuple[ErrorEntry, ...], repo: str, cache_dir: Path | None = None, blobs: Mapping[str, str] | None = None, classes: tuple = ()
+    entries: tuple[ErrorEntry, ...],
+    repo: str,
+    cache_dir: Path | None = None,
+    blobs: Mapping[str, str] | None = None,
+    classes: tuple = (),
+    printed: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[tuple[str, bytes]]:
     """The search index's files, sorted by path. With `cache_dir` and the entries' `blobs`
     (path -> blob sha), the index's state stays in the cache between builds, and only the
-    errors with a site in a changed file are indexed again (`search.IndexState`). `classes`
-    are upstream's exception classes (`model.Extraction.classes`)."""
+    errors with a site in a changed file, or with other curated `printed` forms, are indexed
+    again (`search.IndexState`). `classes` are upstream's exception classes
+    (`model.Extraction.classes`)."""
     from generator import search
 
     if cache_dir is None or blobs is None:
-        return sorted(search.search_files(entries, repo, classes).items())
+        return sorted(search.search_files(entries, repo, classes, printed).items())
     state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
     if state.repo != repo:
         state = search.IndexState(repo)
-    files = state.update(entries, blobs, classes)
+    files = state.update(entries, blobs, classes, printed)
     write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())

@@ -29,7 +29,8 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from generator import api
-from generator.model import Article, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Upstream
+from generator.content import printed_template
+from generator.model import Article, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -173,6 +174,8 @@ class ErrorPage(Page):
     # where upstream's own messages send a report.
     issues_search_url: str
     report_url_upstream: str
+    # The curated printed forms, each as `heading` is.
+    printed: list[list[TitlePart]]
 
 
 class FamilyPage(Page):
@@ -302,9 +305,14 @@ def shorten(text: str, limit: int = TITLE_LIMIT) -> str:
 def heading_parts(article: Article) -> list[TitlePart]:
     if article.template is None:
         return [TitlePart(text=_clean(article.title), placeholder=False)]
+    return template_parts(article.template)
+
+
+def template_parts(template: Template) -> list[TitlePart]:
+    """A template as the page shows it: literal text, and placeholders marked as such."""
     return [
         TitlePart(text=_clean(part.render() if isinstance(part, Placeholder) else part), placeholder=isinstance(part, Placeholder))
-        for part in article.template.parts
+        for part in template.parts
     ]
 
 
@@ -383,6 +391,7 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         moved_to=moved_to,
         scaffold=f"errorkb scaffold {article.id}",
         exception_url=f"{root}exceptions/{exception_slug(article.exception)}/",
+        printed=[template_parts(printed_template(form)) for form in curated.printed] if curated else [],
         issues_search_url=issues_search_url(article, page["upstream"].repo),
         report_url_upstream=f"https://github.com/{page['upstream'].repo}/issues/new/choose",
     )

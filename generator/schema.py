@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from generator.content import DEFAULT_REPO, ERROR_ID, ContentProblem, CuratedFile, markdown_problems, template_key
+from generator.content import DEFAULT_REPO, ERROR_ID, ContentProblem, CuratedFile, markdown_problems, printed_template, template_key
 from generator import yamltree
 from generator.model import Curated, Evidence, ExampleFix, Family, FamilyMatch, Solution, error_id
 from generator.yamltree import Block, Map, Quoted, Seq
@@ -120,6 +120,14 @@ class CuratedSchema(CuratedText):
     review: bool = Field(
         default=False, description="True when the text was carried over from a reworded message and waits for a human."
     )
+    printed: list[NonBlank] = Field(
+        default_factory=list,
+        description="Other forms in which users see the error, each as a template with `{placeholders}`, "
+        "written from the code that prints it: the text its class's `__str__` gives for an error raised "
+        "without a message, or a log line upstream wraps it in (`Decode transfer failed for request "
+        "rank={rank} ... with exception {error}`). Search matches them as it matches the message; each "
+        "needs literal text outside its placeholders, and evidence for the code that prints it.",
+    )
 
 
 def curated_json_schema() -> dict:
@@ -187,6 +195,8 @@ _NESTED_FIELDS = {
     "evidence": tuple(EvidenceSchema.model_fields),
     "match": tuple(MatchSchema.model_fields),
 }
+# A printed form with less literal text than this would match too much to be searched.
+PRINTED_LITERAL = 8
 # Values YAML would read as numbers or booleans unless quoted.
 _QUOTED_FIELDS = ("id", "fingerprint")
 
@@ -278,7 +288,15 @@ def _document_problems(document: Map, path: str, kind: type[_Strict]) -> Iterato
 
 
 def _semantic_problems(schema: CuratedSchema, document: Map, path: str, repo: str) -> Iterator[ContentProblem]:
-    """What the schema cannot say: the message must give back the id, Markdown links must be sound."""
+    """What the schema cannot say: the message must give back the id, Markdown links must be
+    sound, a printed form must hold text to match."""
+    for index, text in enumerate(schema.printed):
+        literal = "".join(part for part in printed_template(text).parts if isinstance(part, str))
+        if len(literal.strip()) < PRINTED_LITERAL:
+            yield ContentProblem(
+                path, _line_of(document, ("printed", index)), f"printed[{index}]",
+                f"needs at least {PRINTED_LITERAL} characters of text outside its placeholders to be matched",
+            )
     if schema.message is not None and schema.exception is not None:
         expected = error_id(repo, schema.exception, template_key(schema.message))
         if expected != schema.id:
@@ -377,6 +395,7 @@ def _record(schema: CuratedSchema, path: str) -> Curated:
         fingerprint=schema.fingerprint,
         review=schema.review,
         written_for=schema.written_for,
+        printed=tuple(schema.printed),
         **_texts(schema),
     )
 

@@ -48,7 +48,8 @@ from typing import Any
 
 from generator.errors import ErrorkbError
 from generator.cache import BlobState
-from generator.model import ErrorEntry, Placeholder, Site
+from generator.content import printed_template
+from generator.model import ErrorEntry, Placeholder, Site, Template
 
 INDEX_VERSION = 5
 INDEX_DIR = "search"
@@ -445,7 +446,13 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     """The matcher of an entry with a message, None for one without literal text."""
     if entry.message is None or entry.template is None:
         return None
-    parts = shown_parts(entry.template.parts)
+    return template_matcher(entry.template)
+
+
+def template_matcher(template: Template) -> _Matcher | None:
+    """The matcher of a template (an entry's, or a curated printed form), None for one
+    without literal text."""
+    parts = shown_parts(template.parts)
     segments: list[str] = []
     anchors: list[str] = []
     leading = 0
@@ -543,11 +550,19 @@ def site_signature(site: Site) -> str:
     return "raise" + (site.exception or "")
 
 
-def search_files(entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = ()) -> dict[str, bytes]:
+def search_files(
+    entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = (), printed: Mapping[str, tuple[str, ...]] | None = None
+) -> dict[str, bytes]:
     """The search index as files relative to the site root (`search/...json`), compact UTF-8
     JSON with sorted keys, so two builds give identical bytes. `classes` are upstream's
-    exception classes with their ancestors (`model.Extraction.classes`)."""
-    return IndexState(repo).update(tuple(entries), None, classes)
+    exception classes with their ancestors (`model.Extraction.classes`); `printed` the curated
+    printed forms by id (`printed_forms`)."""
+    return IndexState(repo).update(tuple(entries), None, classes, printed)
+
+
+def printed_forms(curated: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """By id, the printed forms of the curated entries (`Curated.printed`) that have some."""
+    return {error: entry.printed for error, entry in sorted(curated.items()) if entry.printed}
 
 
 def classes_file(classes: Iterable[tuple[str, tuple[str, ...]]]) -> bytes:
@@ -633,17 +648,30 @@ class IndexState(BlobState):
         self.functions: list[dict[str, dict[str, str]]] = [{} for _ in range(FUNCTION_BUCKETS)]
         self.titles: list[dict[str, str]] = [{} for _ in range(ENTRY_BUCKETS)]
         self.files: dict[str, bytes] = {}
+        # id -> its curated printed forms, joined by NUL, and the (key, shard) of each one's
+        # template row, keyed `id NUL n` beside the id's own row.
+        self.printed: dict[str, str] = {}
+        self.extra: dict[str, tuple[tuple[str, int], ...]] = {}
 
-    def update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None, classes: Iterable[tuple[str, tuple[str, ...]]] = ()) -> dict[str, bytes]:
+    def update(
+        self,
+        entries: tuple[ErrorEntry, ...],
+        blobs: Mapping[str, str] | None,
+        classes: Iterable[tuple[str, tuple[str, ...]]] = (),
+        printed: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> dict[str, bytes]:
         """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
         the entries were extracted from. With the blobs of the last update, only the errors
-        with a site in a file whose blob changed are taken out and put in again, since an
-        error is made from its sites alone; without (None), everything is made again.
-        `classes` (upstream's exception classes) make `classes.json`, written whole."""
+        with a site in a file whose blob changed, or whose `printed` forms (curated, by id)
+        changed, are taken out and put in again, since an error is made from its sites and
+        those alone; without (None), everything is made again. `classes` (upstream's exception
+        classes) make `classes.json`, written whole."""
         self.files[f"{INDEX_DIR}/classes.json"] = classes_file(classes)
+        self._printed = printed or {}
         changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
+        changed |= {entry.id for entry in entries if self.printed.get(entry.id, "") != "\0".join(self._printed.get(entry.id, ()))}
         put = [entry for entry in entries if entry.id in changed]
         taken = [error for error in changed if error in self.docs]
         documents = {entry.id: document_tokens(entry) for entry in put}
@@ -661,9 +689,9 @@ class IndexState(BlobState):
         return self._encode(count, touched)
 
     def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
-        blobs, classes = self.blobs, self.files[f"{INDEX_DIR}/classes.json"]
+        blobs, classes, printed = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._printed
         self.__init__(self.repo)
-        self.blobs = blobs
+        self.blobs, self._printed = blobs, printed
         self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry) for entry in ordered}
@@ -711,6 +739,10 @@ class IndexState(BlobState):
         number = bucket(error, ENTRY_BUCKETS)
         del self.titles[number][error]
         touched.titles.add(number)
+        self.printed.pop(error, None)
+        for key, where in self.extra.pop(error, ()):
+            del self.templates[where][key]
+            touched.tokens.add(where)
 
     def _put(self, entries: list[ErrorEntry], documents: Mapping[str, list[str]], touched: _Touched) -> None:
         """Put `entries` in; `self.total` and `self.average` already count their words."""
@@ -769,6 +801,7 @@ class IndexState(BlobState):
             touched.titles.add(number)
             self.docs[entry.id] = (" ".join(frequency), len(words), None if anchors is None else " ".join(anchors))
             self.paths[entry.id] = "\0".join(by_path)
+            self._put_printed(entry, touched)
         # The rarest anchor decides a template's shard, so shards stay even and few templates
         # load: placed once every count is known, and moved if an anchor's count changed it.
         choose = set(rows)
@@ -788,6 +821,25 @@ class IndexState(BlobState):
                 continue
             self.where[error] = where
             touched.tokens.add(where)
+
+    def _put_printed(self, entry: ErrorEntry, touched: _Touched) -> None:
+        """The rows of an entry's printed forms, each in the shard of its first anchor: a form's
+        words decide nothing else, so its place never moves."""
+        forms = self._printed.get(entry.id, ())
+        if not forms:
+            return
+        self.printed[entry.id] = "\0".join(forms)
+        extra = []
+        for number, text in enumerate(forms):
+            matcher = template_matcher(printed_template(text))
+            if matcher is None:
+                continue
+            key = f"{entry.id}\0{number}"
+            where = bucket(matcher.anchors[0], TOKEN_BUCKETS) if matcher.anchors else TOKEN_BUCKETS
+            self.templates[where][key] = _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+            extra.append((key, where))
+            touched.tokens.add(where)
+        self.extra[entry.id] = tuple(extra)
 
     def _open(self, word: str) -> dict[str, int]:
         found = self._opened.get(word)
@@ -913,10 +965,12 @@ class SearchIndex:
         return tuple(sorted(self._pieces))
 
     @classmethod
-    def of_entries(cls, entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = ()) -> SearchIndex:
+    def of_entries(
+        cls, entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = (), printed: Mapping[str, tuple[str, ...]] | None = None
+    ) -> SearchIndex:
         """An index built in memory from entries (a lookup straight from a source), with
-        upstream's exception `classes`."""
-        files = search_files(entries, repo, classes)
+        upstream's exception `classes` and the curated `printed` forms."""
+        files = search_files(entries, repo, classes, printed)
         return cls(lambda path: json.loads(files[path]))
 
     @classmethod

@@ -132,6 +132,11 @@ INVALID = [
         id="yes-is-a-string",
     ),
     pytest.param(
+        VALID + 'printed:\n  - "{rank}: {error}"\n',
+        [f"{PATH}:10: 'printed[0]': needs at least 8 characters of text outside its placeholders to be matched"],
+        id="printed-without-text",
+    ),
+    pytest.param(
         VALID + "tags: [a]\ntags: [b]\n",
         [f"{PATH}:10: file: not valid YAML: while constructing a mapping found duplicate key 'tags'"],
         id="duplicate-key",

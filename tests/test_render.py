@@ -135,6 +135,16 @@ def test_uncurated_page_says_what_to_do_and_where_to_search_upstream():
     assert 'id="todo"' not in page(article(["Boom"], curated=curated))
 
 
+def test_printed_forms_are_shown_with_their_placeholders_and_in_the_document():
+    curated = curated_with(printed=("Decode failed rank={rank} with exception <Boom>: {reason}",))
+    a = article(["Boom"], curated=curated)
+    html = page(a)
+    assert 'id="printed"' in html
+    assert 'Decode failed rank=<span class="ph">{rank}</span> with exception &lt;Boom&gt;: <span class="ph">{reason}</span>' in html
+    assert 'id="printed"' not in page(article(["Boom"], curated=curated_with()))
+    assert api.error_document(a, UPSTREAM)["printed"] == ["Decode failed rank={rank} with exception <Boom>: {reason}"]
+
+
 def test_links_are_relative_and_footer_names_the_revision():
     html = page(article(["Boom"]))
     hrefs = re.findall(r'(?:href|src)="([^"]*)"', html)

@@ -156,3 +156,44 @@ def test_update_on_real_sglang_matches_from_scratch(sglang) -> None:
     for _ in range(3):
         assert state.update(fewer, {path: sha for path, sha in blobs.items() if path not in gone}) == search_files(fewer, REPO)
         assert state.update(entries, blobs) == full
+
+
+KV_TRANSFER = {
+    "python/sglang/srt/disaggregation/conn.py": """
+        class KVTransferError(Exception):
+            def __str__(self):
+                return f"KVTransferError(bootstrap_room={self.bootstrap_room}): {self.failure_reason}"
+
+        class Sender:
+            def failure_exception(self):
+                raise KVTransferError(self.bootstrap_room, self.reason or "unknown")
+
+        class Receiver:
+            def failure_exception(self):
+                raise KVTransferError(self.bootstrap_room, self.reason or "unknown")
+    """,
+}
+DECODE = "Decode transfer failed for request rank={rank} decode_req.req.rid={rid} with exception KVTransferError(bootstrap_room={room}): {reason}"
+PREFILL = "Prefill transfer failed for request rank={rank} req.rid={rid} with exception KVTransferError(bootstrap_room={room}): {reason}"
+
+
+def test_printed_forms_find_errors_raised_without_a_message():
+    """Two raises of one class with no message text: only the curated printed forms (the log
+    lines upstream wraps each in) tell which one a pasted log line is, on a site built from
+    scratch and on one kept between builds as the forms change."""
+    entries, blobs = tree(KV_TRANSFER)
+    by_function = {entry.sites[0].function: entry.id for entry in entries}
+    printed = {by_function["Receiver.failure_exception"]: (DECODE,), by_function["Sender.failure_exception"]: (PREFILL,)}
+    paste = "[2025-09-17 16:23:13 TP1] Decode transfer failed for request rank=1 decode_req.req.rid='3ce8' with exception KVTransferError(bootstrap_room=165): Failed due to an unknown reason"
+    assert search.lookup(paste, search.SearchIndex.of_entries(entries, REPO)) == []
+    found = search.lookup(paste, search.SearchIndex.of_entries(entries, REPO, printed=printed))
+    assert [candidate.id for candidate in found][:1] == [by_function["Receiver.failure_exception"]]
+    assert found[0].match == "message"
+    prefill = paste.replace("Decode", "Prefill").replace("decode_req.", "")
+    assert search.lookup(prefill, search.SearchIndex.of_entries(entries, REPO, printed=printed))[0].id == by_function["Sender.failure_exception"]
+    # Kept between builds: the forms added, changed and taken away, with no blob changed.
+    state = IndexState(REPO)
+    state.update(entries, blobs)
+    for forms in (printed, {by_function["Receiver.failure_exception"]: (PREFILL, DECODE)}, {}):
+        state = pickle.loads(state_bytes(state))
+        assert state.update(entries, blobs, (), forms) == search_files(entries, REPO, (), forms)

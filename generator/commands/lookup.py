@@ -75,9 +75,18 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
         if not (args.site / "search" / "manifest.json").is_file():
             raise ErrorkbError(f"{args.site}: no search/manifest.json; is it a site built by errorkb build?")
         return SearchIndex.of_site(args.site)
+    from generator.content import read_content
+    from generator.search import printed_forms
+
     config = config_of(args)
-    extraction = extract_upstream(source_of(args, config), cache_dir_of(args, config))
-    return SearchIndex.of_entries(group_sites(extraction.sites, extraction.upstream.repo), extraction.upstream.repo, extraction.classes)
+    cache_dir = cache_dir_of(args, config)
+    extraction = extract_upstream(source_of(args, config), cache_dir)
+    repo = extraction.upstream.repo
+    # The printed forms of the curated entries in the configured content folder; a file with
+    # problems is `errorkb check`'s to report, not a lookup's.
+    files, _ = read_content(Path(config.content), repo, cache_dir)
+    printed = printed_forms({error: file.curated for error, file in files.items()})
+    return SearchIndex.of_entries(group_sites(extraction.sites, repo), repo, extraction.classes, printed)
 
 
 def record(candidate: Candidate) -> dict:
