@@ -162,7 +162,7 @@ def test_scaffold_writes_once_and_refuses_to_overwrite(tmp_path, capsys):
     assert path.read_text().endswith("# mine\n")
     code, _, err = run(capsys, "check", "--content", str(content))
     assert code == 1
-    assert f"{path}:13: 'explanation': must not be empty" in err.splitlines()
+    assert f"{path}:16: 'explanation': must not be empty" in err.splitlines()
 
 
 @pytest.mark.real
