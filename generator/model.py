@@ -641,9 +641,7 @@ class Article:
     @property
     def scope(self) -> str:
         """As `ErrorEntry.scope`; for an error no longer raised, where it last was."""
-        if self.locations:
-            return scope_of(site.path for site in self.sites)
-        return scope_of([self.record.path] if self.record and self.record.path else [])
+        return _scope(self.sites if self.locations else (), self.record)
 
 
 @record
@@ -660,6 +658,18 @@ class ListedError:
     sites: tuple[Site, ...]
     curated: Curated | None
     record: LedgerRecord | None = None
+
+    @property
+    def scope(self) -> str:
+        """As `Article.scope`."""
+        return _scope(self.sites, self.record)
+
+
+def _scope(sites: tuple[Site, ...], record: LedgerRecord | None) -> str:
+    """The scope of an error raised at `sites`, or with none, where its record last saw it."""
+    if sites:
+        return scope_of(site.path for site in sites)
+    return scope_of([record.path] if record and record.path else [])
 
 
 # -- A build --------------------------------------------------------------------------------------

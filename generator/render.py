@@ -205,6 +205,8 @@ class ListPage(Page):
 class HomePage(Page):
     counts: dict[str, int]
     curated: list[tuple[str, str]]
+    # The exception types users meet most, as ways in: (url, name, product errors raising it).
+    exception_types: list[tuple[str, str, int]]
 
 
 class ChangesPage(Page):
@@ -540,6 +542,14 @@ def _gone_types(articles: Iterable[Listed], raised: Collection[str]) -> dict[str
     return gone
 
 
+def top_exception_types(active: Sequence[Article | ListedError], count: int = 12) -> list[tuple[str, str, int]]:
+    """The `count` exception types most product errors raise, most first (ties by name): the
+    url of each one's browse page, its name and how many."""
+    raised = Counter(a.exception for a in active if a.exception and a.scope == "product")
+    ranked = sorted(raised.items(), key=lambda item: (-item[1], item[0]))[:count]
+    return [(f"exceptions/{exception_slug(name)}/", name, number) for name, number in ranked]
+
+
 def _exception_path(name: str) -> str:
     return f"exceptions/{exception_slug(name)}/index.html"
 
@@ -667,6 +677,7 @@ def render_shared(
                 "with_message": sum(1 for a in active if a.message is not None),
             },
             curated=[(f"errors/{a.id}/", shorten(a.title)) for a in active if a.curated],
+            exception_types=top_exception_types(active),
         )
     ).encode()
     if browse:

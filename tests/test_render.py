@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import textwrap
 
 import jsonschema
 import pytest
 
 from generator import api, render
-from generator.model import Article, Curated, ExampleFix, Location, Placeholder, Related, Site, Snippet, Solution, Template, Upstream
+from generator.derive import listed_errors
+from generator.extract import extract_source
+from generator.model import Article, Curated, ExampleFix, Location, Placeholder, Related, Site, Snippet, Solution, Template, Upstream, group_sites
 
 UPSTREAM = Upstream(repo="o/r", source="git:x@main", revision="abc123", date="2026-01-01T00:00:00Z")
 INFO = render.OutputInfo(UPSTREAM, "https://kb.example.org/", "https://example.org/report")
@@ -243,3 +246,25 @@ def test_scope_is_read_from_where_the_sites_are():
     assert site_scope("python/sglang/srt/testing_utils.py") == "product"
     assert scope_of(["python/sglang/test/a.py", "python/sglang/srt/a.py"]) == "product"
     assert scope_of(["python/sglang/test/a.py", "python/sglang/bench_one_batch.py"]) == "test"
+
+
+def test_home_offers_the_exception_types_product_errors_raise_most():
+    """Beside the search box, the types users meet most, with how many product errors raise
+    each: errors only SGLang's tests raise do not count."""
+    product = textwrap.dedent(
+        """
+        def f(x):
+            if x == 1:
+                raise ValueError("one is not allowed here")
+            if x == 2:
+                raise ValueError("two is not allowed here")
+            raise RuntimeError("nothing else works either")
+        """
+    )
+    tests = "def t(x):\n" + "".join(f"    if x == {n}:\n        raise TypeError('case {n} fails in the test')\n" for n in range(3))
+    sites = extract_source(product.encode(), "python/sglang/srt/m.py") + extract_source(tests.encode(), "python/sglang/test/test_m.py")
+    listed = listed_errors(group_sites(sites, "o/r"), {})
+    assert render.top_exception_types(listed) == [("exceptions/ValueError/", "ValueError", 2), ("exceptions/RuntimeError/", "RuntimeError", 1)]
+    html = dict(render.render_shared(listed, INFO, browse=False))["index.html"].decode()
+    assert '<a href="exceptions/ValueError/"><code>ValueError</code></a> <span class="count">2</span>' in html
+    assert "TypeError" not in html
