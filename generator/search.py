@@ -667,7 +667,14 @@ class IndexState(BlobState):
         those alone; without (None), everything is made again. `classes` (upstream's exception
         classes) make `classes.json`, written whole."""
         self.files[f"{INDEX_DIR}/classes.json"] = classes_file(classes)
+        # The forms this update indexes, until it ends: not part of the state kept.
         self._printed = printed or {}
+        try:
+            return self._update(entries, blobs)
+        finally:
+            del self._printed
+
+    def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, bytes]:
         changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
