@@ -73,7 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="errorkb-bench-") as scratch:
         scratch = Path(scratch)
 
-        def cold_build(number: int) -> tuple[list[str], float, float, float]:
+        def cold_build(number: int) -> tuple[Path, list[str], float, float, float]:
             """A build from an empty cache into an empty folder; nothing is deleted before the
             benchmark ends, since creating files right after deleting many is slower
             (bench/README.md)."""
@@ -84,14 +84,13 @@ def main() -> None:
             # A copy: a build writes the ledger into its content folder.
             shutil.copytree(options.content, root / "content")
             args = ["--source", options.source, "--content", str(root / "content"), "--cache-dir", str(cache), "--out", str(root / "site")]
-            return args, *run_build(args)
+            return root / "site", args, *run_build(args)
 
-        common, cold, cold_peak, cold_cpu = cold_build(1)
+        out, common, cold, cold_peak, cold_cpu = cold_build(1)
         floor_between = floor(source)
-        _, cold_again, peak_again, cpu_again = cold_build(2)
+        _, _, cold_again, peak_again, cpu_again = cold_build(2)
         floor_after = floor(source)
         floors = (floor_before, floor_between, floor_after)
-        out = Path(common[common.index("--out") + 1])
         pages = sum(1 for _ in (out / "errors").iterdir())
         files = sum(1 for p in out.rglob("*") if p.is_file())
         print(f"ast.parse floor: {floor_before:.2f} s before, {floor_between:.2f} s between, {floor_after:.2f} s after the cold builds")

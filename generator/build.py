@@ -20,12 +20,12 @@ from pathlib import Path
 
 from generator import articles, audit, history, pages, render, workers
 from generator.config import Config
+from generator.content import printed_forms
 from generator.highlight import Highlighting
 from generator.model import BuildResult, Inputs, group_sites
 from generator.pipeline import extract_upstream
 from generator.plan import BuildStamp, PageManifest
 from generator.publish import build_lock, publish
-from generator.search import printed_forms
 from generator.upstream import open_source
 
 

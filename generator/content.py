@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pickle
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from importlib.metadata import version as package_version
@@ -266,6 +266,11 @@ def template_key(message: str) -> str:
     return _WHITESPACE.sub(" ", "".join(out)).strip()
 
 
+def printed_forms(curated: Mapping[str, Curated]) -> dict[str, tuple[str, ...]]:
+    """By id, the printed forms of the curated entries (`Curated.printed`) that have some."""
+    return {error: entry.printed for error, entry in sorted(curated.items()) if entry.printed}
+
+
 def printed_template(text: str) -> model.Template:
     """A template written as `Template.text` writes one (a curated `printed` form): literal
     text with doubled braces undoubled, each `{expr}` a placeholder."""
@@ -273,10 +278,12 @@ def printed_template(text: str) -> model.Template:
     for literal, expr in _pieces(text):
         if expr is not None:
             parts.append(model.Placeholder(expr))
-        elif parts and isinstance(parts[-1], str):
-            parts[-1] += literal[0] if literal in ("{{", "}}") else literal
+            continue
+        character = literal[0]  # a doubled brace is one brace
+        if parts and isinstance(parts[-1], str):
+            parts[-1] += character
         else:
-            parts.append(literal[0] if literal in ("{{", "}}") else literal)
+            parts.append(character)
     return model.Template(tuple(parts))
 
 

@@ -321,19 +321,24 @@ def mentioned_names(
     site = entry_or_site.sites[0] if isinstance(entry_or_site, ErrorEntry) else entry_or_site
     named_flags, variables, candidates = parts or mention_parts(site)
     found = {*named_flags, *variables, *(flag for flag in candidates if flag in flags)}
-    return tuple(sorted(found, key=lambda name: (not name.startswith("--"), name)))
+    return tuple(sorted(found, key=_mention_order))
+
+
+def _mention_order(name: str) -> tuple[bool, str]:
+    """Flags first, then environment variables, each by name."""
+    return not name.startswith("--"), name
 
 
 def _with_trigger_flags(named: tuple[str, ...], trigger: str | None, settings: Mapping[str, model.Setting] | None) -> tuple[str, ...]:
     """`named` and the server's flags that "When it happens" names (`--kv-cache-dtype` for
     `cfg.kv_cache_dtype`, in any of its places, or in a curated text), so that every flag a
-    page names is shown with its help: sorted as `mentioned_names` sorts."""
+    page names is shown with its help."""
     if not trigger or not settings:
         return named
     found = {flag for flag in _TRIGGER_FLAG.findall(trigger) if flag in settings}
     if found <= set(named):
         return named
-    return tuple(sorted({*named, *found}, key=lambda name: (not name.startswith("--"), name)))
+    return tuple(sorted({*named, *found}, key=_mention_order))
 
 
 _TRIGGER_FLAG = re.compile(r"`(--[A-Za-z0-9][A-Za-z0-9-]*)`")

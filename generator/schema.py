@@ -1,5 +1,5 @@
 """The content schema and the reader of one content file: imported only when a file must really
-be parsed or the schema published, since importing pydantic and ruamel.yaml is slow (bench/README.md).
+be parsed or the schema published, since importing pydantic is slow (bench/README.md).
 
 The schema lives in code (`CuratedSchema`, published as JSON Schema by `curated_json_schema`;
 `FamilySchema` for the files of `content/families/`, which share its text fields, `CuratedText`).

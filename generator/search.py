@@ -449,6 +449,11 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     return template_matcher(entry.template)
 
 
+def _template_row(entry: ErrorEntry, matcher: _Matcher) -> str:
+    """A template row of a token shard: the error, its exception and title, and the matcher."""
+    return _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+
+
 def template_matcher(template: Template) -> _Matcher | None:
     """The matcher of a template (an entry's, or a curated printed form), None for one
     without literal text."""
@@ -556,13 +561,8 @@ def search_files(
     """The search index as files relative to the site root (`search/...json`), compact UTF-8
     JSON with sorted keys, so two builds give identical bytes. `classes` are upstream's
     exception classes with their ancestors (`model.Extraction.classes`); `printed` the curated
-    printed forms by id (`printed_forms`)."""
+    printed forms by id (`content.printed_forms`)."""
     return IndexState(repo).update(tuple(entries), None, classes, printed)
-
-
-def printed_forms(curated: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """By id, the printed forms of the curated entries (`Curated.printed`) that have some."""
-    return {error: entry.printed for error, entry in sorted(curated.items()) if entry.printed}
 
 
 def classes_file(classes: Iterable[tuple[str, tuple[str, ...]]]) -> bytes:
@@ -771,7 +771,7 @@ class IndexState(BlobState):
                     self.anchor_counts[word] = self.anchor_counts.get(word, 0) + 1
                     self.anchor_users.setdefault(word, set()).add(entry.id)
                 touched.anchors.update(anchors)
-                rows[entry.id] = _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+                rows[entry.id] = _template_row(entry, matcher)
             # Rows written as `encode` writes them, from quoted strings: a site is two rows.
             by_path: dict[str, list[str]] = {}
             by_name: dict[str, list[str]] = {}
@@ -843,7 +843,7 @@ class IndexState(BlobState):
                 continue
             key = f"{entry.id}\0{number}"
             where = bucket(matcher.anchors[0], TOKEN_BUCKETS) if matcher.anchors else TOKEN_BUCKETS
-            self.templates[where][key] = _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+            self.templates[where][key] = _template_row(entry, matcher)
             extra.append((key, where))
             touched.tokens.add(where)
         self.extra[entry.id] = tuple(extra)

@@ -14,14 +14,13 @@ import pytest
 
 from generator.extract import extract_source
 from generator.model import ErrorEntry, group_sites
-from generator.content import load_curated
+from generator.content import load_curated, printed_forms
 from generator.search import (
     INDEX_DIR,
     SearchIndex,
     lookup,
     matcher_of,
     parse_paste,
-    printed_forms,
     search_files,
     squash,
     template_matches,

@@ -75,8 +75,7 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
         if not (args.site / "search" / "manifest.json").is_file():
             raise ErrorkbError(f"{args.site}: no search/manifest.json; is it a site built by errorkb build?")
         return SearchIndex.of_site(args.site)
-    from generator.content import read_content
-    from generator.search import printed_forms
+    from generator.content import printed_forms, read_content
 
     config = config_of(args)
     cache_dir = cache_dir_of(args, config)
