@@ -162,100 +162,176 @@ def module_name(path: str) -> str:
 
 
 def module_facts(tree: ast.Module, path: str) -> ModuleFacts:
-    """The facts of one parsed file."""
+    """The facts of one parsed file. Only calls the graph can resolve are kept: a bare name
+    the module neither defines nor imports (a builtin, a local variable passed along) and a
+    name imported from outside the tree's packages never resolve, and they are most calls."""
     module = module_name(path)
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     collector = _Collector(package)
-    collector.visit(tree)
-    return ModuleFacts(path, module, collector.imports, collector.functions, collector.classes, tuple(collector.calls))
+    collector.statements(tree.body)
+    imports, functions, classes = collector.imports, collector.functions, collector.classes
+    # Packages a name can be imported from and resolve: SGLang's, and the file's own.
+    packages = {"sglang", module.partition(".")[0]}
+
+    def resolvable(callee: str) -> bool:
+        head, dot, _ = callee.partition(".")
+        if head in functions or head in classes or head in ("self", "cls", "super") or callee in functions:
+            return True
+        target = imports.get(head)
+        if target is not None:
+            return target.partition(".")[0] in packages
+        return bool(dot)
+
+    texts: dict[tuple[ast.expr, bool], str] = {}
+
+    def text(condition: tuple[ast.expr, bool]) -> str:
+        found = texts.get(condition)
+        if found is None:
+            test = texts.get((condition[0], False)) or ast.unparse(condition[0])
+            texts[condition[0], False] = test
+            found = texts[condition] = f"not ({test})" if condition[1] else test
+        return found
+
+    calls = tuple(
+        Call(caller, callee, line, tuple(map(text, conditions))) for caller, callee, line, conditions in collector.calls if resolvable(callee)
+    )
+    return ModuleFacts(path, module, imports, functions, classes, calls)
 
 
-class _Collector(ast.NodeVisitor):
+# Fields of each node type to walk, without `ctx` (Load and Store are nodes too).
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = tuple(name for name in kind._fields if name != "ctx")
+    return fields
+
+
+class _Collector:
+    """Walks statements in order, tracking the function they are in and the `if` tests around
+    them, and expressions with a stack, recording calls and the names passed to them."""
+
     def __init__(self, package: str) -> None:
         self.package = package
         self.imports: dict[str, str] = {}
         self.functions: dict[str, int] = {}
         self.classes: dict[str, tuple[str, ...]] = {}
-        self.calls: list[Call] = []
+        # (caller, callee, line, conditions), before the unresolvable are dropped; a condition
+        # is an `if` test and whether the call is in its `else` branch.
+        self.calls: list[tuple[str, str, int, tuple[tuple[ast.expr, bool], ...]]] = []
         self._names: list[str] = []
         self._function = ""
-        self._conditions: list[str] = []
+        self._conditions: tuple[tuple[ast.expr, bool], ...] = ()
 
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            if alias.asname:
-                self.imports[alias.asname] = alias.name
-            else:
-                self.imports[alias.name.split(".")[0]] = alias.name.split(".")[0]
+    def statements(self, body: list) -> None:
+        for node in body:
+            self.statement(node)
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        base = node.module or ""
-        if node.level:
-            parts = self.package.split(".")
-            parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
-            base = ".".join(p for p in (*parts, *([base] if base else [])) if p)
-        for alias in node.names:
-            if alias.name != "*":
-                self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        name = ".".join((*self._names, node.name))
-        self.classes[name] = tuple(_dotted(base) for base in node.bases if _dotted(base))
-        for decorator in node.decorator_list:
-            self._reference(decorator)
-        self._names.append(node.name)
-        outer, self._conditions = self._conditions, []
-        for statement in node.body:
-            self.visit(statement)
-        self._conditions = outer
-        self._names.pop()
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        name = ".".join((*self._names, node.name))
-        self.functions.setdefault(name, node.lineno)
-        for decorator in node.decorator_list:
-            self._reference(decorator)
-        self._names.append(node.name)
-        outer, self._function = self._function, name
-        conditions, self._conditions = self._conditions, []
-        for statement in node.body:
-            self.visit(statement)
-        self._names.pop()
-        self._function, self._conditions = outer, conditions
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_If(self, node: ast.If) -> None:
-        test = ast.unparse(node.test)
-        self._reference(node.test)
-        self._conditions.append(test)
-        for statement in node.body:
-            self.visit(statement)
-        self._conditions[-1] = f"not ({test})"
-        for statement in node.orelse:
-            self.visit(statement)
-        self._conditions.pop()
-
-    def visit_Call(self, node: ast.Call) -> None:
-        name = _dotted(node.func)
-        if name:
-            self.calls.append(Call(self._function, name, node.lineno, tuple(self._conditions)))
+    def statement(self, node: ast.AST) -> None:
+        kind = type(node)
+        if kind is ast.If:
+            # The test's text is written only for the calls that are kept (`module_facts`).
+            self._reference(node.test)
+            outer = self._conditions
+            self._conditions = (*outer, (node.test, False))
+            self.statements(node.body)
+            if node.orelse:
+                self._conditions = (*outer, (node.test, True))
+                self.statements(node.orelse)
+            self._conditions = outer
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            name = ".".join((*self._names, node.name))
+            self.functions.setdefault(name, node.lineno)
+            for decorator in node.decorator_list:
+                self._reference(decorator)
+            self._names.append(node.name)
+            outer, conditions = self._function, self._conditions
+            self._function, self._conditions = name, ()
+            self.statements(node.body)
+            self._names.pop()
+            self._function, self._conditions = outer, conditions
+        elif kind is ast.ClassDef:
+            name = ".".join((*self._names, node.name))
+            self.classes[name] = tuple(filter(None, map(_dotted, node.bases)))
+            for decorator in node.decorator_list:
+                self._reference(decorator)
+            self._names.append(node.name)
+            outer, self._conditions = self._conditions, ()
+            self.statements(node.body)
+            self._conditions = outer
+            self._names.pop()
+        elif kind is ast.Import:
+            for alias in node.names:
+                if alias.asname:
+                    self.imports[alias.asname] = alias.name
+                else:
+                    head = alias.name.partition(".")[0]
+                    self.imports[head] = head
+        elif kind is ast.ImportFrom:
+            base = node.module or ""
+            if node.level:
+                parts = self.package.split(".")
+                parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+                base = ".".join(p for p in (*parts, *([base] if base else [])) if p)
+            for alias in node.names:
+                if alias.name != "*":
+                    self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
         else:
-            self.visit(node.func)
-        # A function passed along (a thread target, a callback, `partial(f, ...)`) may run.
-        for argument in (*node.args, *(k.value for k in node.keywords)):
-            if isinstance(argument, (ast.Name, ast.Attribute)):
-                self._reference(argument)
-            else:
-                self.visit(argument)
+            # Any other statement, handler or case: its expressions, then its statements.
+            for field in _fields(kind):
+                value = getattr(node, field)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, ast.expr):
+                            self.expression(item)
+                        elif isinstance(item, ast.AST):
+                            self.statement(item)
+                elif isinstance(value, ast.expr):
+                    self.expression(value)
+                elif isinstance(value, ast.AST):
+                    self.statement(value)
+
+    def expression(self, root: ast.expr) -> None:
+        stack = [root]
+        calls, function, conditions = self.calls, self._function, self._conditions
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is ast.Name or kind is ast.Constant:
+                continue
+            if kind is ast.Call:
+                name = _dotted(node.func)
+                if name:
+                    calls.append((function, name, node.lineno, conditions))
+                else:
+                    stack.append(node.func)
+                # A function passed along (a thread target, a callback, `partial(f, ...)`) may run.
+                for argument in (*node.args, *(k.value for k in node.keywords)):
+                    if type(argument) is ast.Name or type(argument) is ast.Attribute:
+                        name = _dotted(argument)
+                        if name:
+                            calls.append((function, name, argument.lineno, conditions))
+                        else:
+                            stack.append(argument)
+                    else:
+                        stack.append(argument)
+                continue
+            for field in _fields(kind):
+                value = getattr(node, field)
+                if type(value) is list:
+                    stack.extend(item for item in value if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
 
     def _reference(self, node: ast.AST) -> None:
-        if isinstance(node, (ast.Name, ast.Attribute)):
+        if type(node) is ast.Name or type(node) is ast.Attribute:
             name = _dotted(node)
             if name:
-                self.calls.append(Call(self._function, name, node.lineno, tuple(self._conditions)))
-        else:
-            self.visit(node)
+                self.calls.append((self._function, name, node.lineno, self._conditions))
+                return
+        self.expression(node)
 
 
 def _dotted(node: ast.AST) -> str:
