@@ -79,7 +79,7 @@ def derive_all(
     manifest: PageManifest,
     stale: Mapping[str, str] | None = None,
     pins: Mapping[str, Upstream] | None = None,
-    settings: Mapping[str, model.Setting] | None = None,
+    settings: model.Servers | None = None,
     families: Mapping[str, model.Family] | None = None,
 ) -> DerivedArticles:
     """Every article's page digest (`PageManifest.digests`), deriving again only the articles
@@ -89,7 +89,7 @@ def derive_all(
     docstrings: `joined` adds them to those whose pages are rendered."""
     ledger = past.inactive
     state.codes = {error: record.code for error, record in past.records.items() if record.status == "active" and record.code}
-    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings or {}, families or {})
+    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings, families or {})
     # Read from the changed entries before the ranking is asked for: it may still be under way
     # in the background meanwhile.
     made.read(changed)
@@ -115,11 +115,11 @@ class DerivedArticles:
         ledger: tuple[LedgerRecord, ...],
         stale: Mapping[str, str],
         pins: Mapping[str, Upstream],
-        settings: Mapping[str, model.Setting] | None = None,
+        settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
     ) -> None:
         self.upstream, self.entries, self.curated, self.ledger = upstream, entries, curated, ledger
-        self.stale, self.pins, self.settings, self.families = stale, pins, settings or {}, families or {}
+        self.stale, self.pins, self.settings, self.families = stale, pins, settings or model.Servers({}), families or {}
         self.flags: frozenset[str] = frozenset()
         self.by_id = {entry.id: entry for entry in entries}
         self.ids = self.by_id.keys() | {record.id for record in ledger}
@@ -132,11 +132,11 @@ class DerivedArticles:
     def read(self, ids: Iterable[str]) -> None:
         """Work out the triggers and mentions of the active errors among `ids`: what costs the
         most of an article."""
-        flags = frozenset(self.settings)
+        flags = {id(server): frozenset(server) for server in (self.settings.main, self.settings.diffusion)}
         for error in ids:
             entry = self.by_id.get(error)
             if entry is not None and error not in self.triggers:
-                self.triggers[error] = derive.derive_trigger(entry.sites, flags)
+                self.triggers[error] = derive.derive_trigger(entry.sites, flags[id(self.settings.of(entry.sites[0].path))])
                 self.mentions[error] = derive.mention_parts(entry.sites[0])
 
     def articles(self, ids: Iterable[str]) -> tuple[Article, ...]:
@@ -245,7 +245,7 @@ class ArticleState(BlobState):
         stale: Mapping[str, str],
         pins: Mapping[str, Upstream],
         upstream: Upstream,
-        settings: Mapping[str, model.Setting] | None = None,
+        settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
@@ -256,7 +256,11 @@ class ArticleState(BlobState):
             dirty.update(error for error, others in related.items() if not retitled.isdisjoint(others))
         aliases = derive.aliases_of(ledger)
         # Each setting as a short digest: compared for every error on every build.
-        keys = {name: hashlib.blake2b(repr(setting).encode(), digest_size=8).hexdigest() for name, setting in (settings or {}).items()}
+        settings = settings or model.Servers({})
+        servers = {
+            id(server): {name: hashlib.blake2b(repr(setting).encode(), digest_size=8).hexdigest() for name, setting in server.items()}
+            for server in (settings.main, settings.diffusion)
+        }
         # Each pin's fields once: 27,000 ids share a few dozen pins.
         pinned = {id(pin): "\0".join(_upstream_fields(pin)) for pin in {id(p): p for p in (*pins.values(), upstream)}.values()}
         inputs = {
@@ -267,7 +271,8 @@ class ArticleState(BlobState):
                     *(keys[name] for name in (*self.named.get(error, ()), *self.candidates.get(error, "").split("\0")) if name in keys),
                 )
             )
-            for error in self.paths
+            for error, paths in self.paths.items()
+            for keys in (servers[id(settings.of(paths.partition("\0")[0]))],)
         }
         dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
         dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))

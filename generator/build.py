@@ -111,10 +111,10 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
             len(entries),
         )
         # Derive and plan: every page's digest; only pages whose digest changed are rendered.
-        from generator.flags import server_arguments, settings_of
+        from generator.flags import servers_of
 
         pins = history.pinned_upstreams(past.records, upstream)
-        derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, settings_of(server_arguments(source, inputs.cache_dir)), families)
+        derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, servers_of(source, inputs.cache_dir), families)
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(derived.digests, hashes, spare)
         rendered = derived.articles(derived.digests.keys() - unchanged)

@@ -814,7 +814,7 @@ def derive_articles(
     mentions: Mapping[str, MentionParts] | None = None,
     flags: frozenset[str] | None = None,
     ids: Collection[str] | None = None,
-    settings: Mapping[str, model.Setting] | None = None,
+    settings: model.Servers | None = None,
     families: Mapping[str, Family] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id, without
@@ -826,11 +826,13 @@ def derive_articles(
     which its code changed), `upstream` being used for ids without one; `triggers` maps an id
     to its `derive_trigger` text when already known, `mentions` to its first site's
     `mention_parts`; `flags` are `known_flags` of all the entries when already known;
-    `settings` are the server arguments by flag (`flags.settings_of`), shown for those named;
+    `settings` are the command lines' arguments by flag (`flags.servers_of`), shown for those
+    named, the diffusion server's on the pages of its code;
     `families` maps an id to the family that explains it (`families.family_of`), shown on the
     page of an error without curated text of its own.
     """
     related = related if related is not None else related_errors(entries)
+    settings = settings or model.Servers({})
     stale = stale or {}
     pins = pins or {}
     titles = {entry.id: entry.title for entry in entries}
@@ -845,7 +847,8 @@ def derive_articles(
         curated_entry = curated.get(entry.id)
         pinned = pins.get(entry.id, upstream)
         locations = tuple(Location(site, pinned.url(site.path, site.line), None, None) for site in entry.sites)
-        derived = triggers[entry.id] if triggers is not None and entry.id in triggers else derive_trigger(entry.sites[0])
+        server = settings.of(entry.sites[0].path)
+        derived = triggers[entry.id] if triggers is not None and entry.id in triggers else derive_trigger(entry.sites, frozenset(server))
         trigger = curated_entry.trigger if curated_entry and curated_entry.trigger else derived
         articles.append(
             Article(
@@ -859,8 +862,8 @@ def derive_articles(
                 curated=curated_entry,
                 trigger=trigger,
                 trigger_curated=bool(curated_entry and curated_entry.trigger),
-                mentions=(named := _with_trigger_flags(mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None), trigger, settings)),
-                settings=tuple(settings[name] for name in named if name in settings) if settings else (),
+                mentions=(named := _with_trigger_flags(mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None), trigger, server)),
+                settings=tuple(server[name] for name in named if name in server),
                 related=tuple(
                     links.get(other) or links.setdefault(other, Related(other, titles[other])) for other in related.get(entry.id, ())
                 ),

@@ -16,17 +16,20 @@ import difflib
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.cache import kept
 from generator.content import ContentProblem, CuratedFile, markdown_fields, markdown_parser
 from generator.files import read_cache, state_bytes, write_cache
-from generator.model import Setting, SourceFile
+from generator.model import Servers, Setting, SourceFile
 from generator.upstream import Source
 
 FIELDS_FOLDER = "sglang/srt/arg_groups/fields/"
 SERVER_ARGS = "sglang/srt/server_args.py"
+# The diffusion server (`sglang/multimodal_gen/`) has a command line of its own, declared with
+# `add_argument` calls in this folder; its errors name its flags, not the language server's.
+DIFFUSION_FOLDER = "sglang/multimodal_gen/runtime/server_args/"
 _BOOLEAN_OPTIONAL = "BooleanOptionalAction"
 _STORE_CONST = ("store_true", "store_false", "store_const", "count")
 
@@ -110,6 +113,72 @@ def server_arguments(source: Source, cache_dir: Path | None = None) -> Arguments
     arguments = _read_arguments(source, files, looked)
     write_cache(path, state_bytes((layout, looked, arguments)))
     return arguments
+
+
+def diffusion_arguments(source: Source, cache_dir: Path | None = None) -> Arguments:
+    """Every argument of the diffusion server's command line (none when the source has no
+    `multimodal_gen/runtime/server_args/`), kept in the cache as `server_arguments` is. A
+    default written as the dataclass's own field (`default=ServerArgs.num_gpus`) is shown as
+    that field's default."""
+    files = {file.path: file for file in source.files()}
+    layout = sorted(p for p in files if DIFFUSION_FOLDER in p and p.endswith(".py"))
+    if cache_dir is None:
+        return _read_diffusion(source, files, layout, {})
+    path = kept(cache_dir, "diffusion-arguments", [__file__])
+    stored = read_cache(path, tuple)
+    if stored is not None and stored[0] == layout and all(files[p].blob_sha == sha for p, sha in stored[1].items()):
+        return stored[2]
+    looked: dict[str, str] = {}
+    arguments = _read_diffusion(source, files, layout, looked)
+    write_cache(path, state_bytes((layout, looked, arguments)))
+    return arguments
+
+
+def _read_diffusion(source: Source, files: Mapping[str, SourceFile], layout: list[str], looked: dict[str, str]) -> Arguments:
+    from generator.extract import decode_source
+
+    texts = {}
+    for path in layout:
+        looked[path] = files[path].blob_sha
+        texts[path] = decode_source(source.read(files[path]))
+    # The fields' defaults as written, by `Class.field`, from every class of the folder.
+    defaults: dict[str, str] = {}
+    trees = {}
+    for path, text in texts.items():
+        try:
+            trees[path] = tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for statement in node.body:
+                    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value is not None:
+                        defaults[f"{node.name}.{statement.target.id}"] = _field_default(statement.value)
+    # `cls.field` in a mixin's classmethod: the field of that name, when one class has it.
+    owners: dict[str, list[str]] = {}
+    for name in defaults:
+        owners.setdefault(name.rpartition(".")[2], []).append(name)
+    for field, names in owners.items():
+        if len(names) == 1:
+            defaults[f"cls.{field}"] = defaults[names[0]]
+    arguments = []
+    for path in trees:
+        for argument in arguments_of_module(texts[path], path, lambda module, name: None):
+            if argument.default in defaults:
+                argument = replace(argument, default=defaults[argument.default])
+            arguments.append(argument)
+    return Arguments.of(arguments)
+
+
+def _field_default(value: ast.expr) -> str:
+    """A dataclass field's default as written: `field(default=x)`'s `x`, else the value."""
+    if isinstance(value, ast.Call) and _called_name(value.func) in ("field", "dataclasses.field"):
+        for keyword in value.keywords:
+            if keyword.arg == "default":
+                return ast.unparse(keyword.value)
+            if keyword.arg == "default_factory":
+                return ast.unparse(keyword.value) + "()"
+    return ast.unparse(value)
 
 
 def _read_arguments(source: Source, files: Mapping[str, SourceFile], looked: dict[str, str | None]) -> Arguments:
@@ -289,6 +358,11 @@ def settings_of(arguments: Arguments) -> dict[str, Setting]:
         name: Setting(name, argument.help, argument.default, argument.choices, argument.path, argument.line)
         for name, argument in sorted(arguments.by_name.items())
     }
+
+
+def servers_of(source: Source, cache_dir: Path | None = None) -> Servers:
+    """The settings of the language server and of the diffusion server, as pages explain them."""
+    return Servers(settings_of(server_arguments(source, cache_dir)), settings_of(diffusion_arguments(source, cache_dir)))
 
 
 class _Constants:

@@ -570,6 +570,24 @@ class Setting:
     line: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Servers:
+    """The settings a page may explain, by flag, of each of SGLang's command lines: the
+    language server's (`main`), and the diffusion server's for code under `multimodal_gen/`,
+    whose errors name its own flags (`--num-gpus` is only the diffusion server's)."""
+
+    main: Mapping[str, Setting]
+    diffusion: Mapping[str, Setting] = dataclasses.field(default_factory=dict)
+
+    def of(self, path: str) -> Mapping[str, Setting]:
+        """The settings of the command line that runs the code at `path`."""
+        return self.diffusion if self.diffusion and DIFFUSION_CODE in path else self.main
+
+
+# Where the diffusion server's code lives (`Servers.of`).
+DIFFUSION_CODE = "/sglang/multimodal_gen/"
+
+
 @record
 class Related:
     """A related error as a page links to it: its id and its title."""

@@ -14,7 +14,7 @@ from generator import derive, docstrings, render
 from generator.content import load_curated
 from generator.extract import extract_source
 from generator.files import state_bytes
-from generator.model import LedgerRecord, Setting, Upstream, group_sites
+from generator.model import LedgerRecord, Servers, Setting, Upstream, group_sites
 
 
 @pytest.mark.parametrize(
@@ -538,6 +538,28 @@ def test_every_flag_when_it_happens_names_is_explained():
         for name in ("--tp-size", "--dtype", "--page-size")
     }
     upstream = Upstream("r/r", "pypi:x==1", "v1", "2026-01-01")
-    (article,) = derive.derive_articles((entry,), {}, upstream, triggers={entry.id: derive.derive_trigger(entry.sites, frozenset(settings))}, settings=settings)
+    (article,) = derive.derive_articles((entry,), {}, upstream, triggers={entry.id: derive.derive_trigger(entry.sites, frozenset(settings))}, settings=Servers(settings))
     assert "`--dtype`" in article.trigger and "`--tp-size`" in article.trigger
     assert [setting.name for setting in article.settings] == ["--dtype", "--tp-size"]
+
+
+def test_the_diffusion_servers_code_is_explained_by_its_own_flags():
+    """An error in the diffusion server's code (`multimodal_gen/`) is explained by that
+    server's flags, and one in the language server's by its own, though both name `num_gpus`."""
+    source = """
+        def check(self):
+            if self.num_gpus > 8:
+                raise ValueError("too many GPUs")
+        """
+    upstream = Upstream("r/r", "pypi:x==1", "v1", "2026-01-01")
+    servers = Servers(
+        {"--num-gpus": Setting("--num-gpus", "the language server's", None, None, "python/sglang/srt/server_args.py", 1)},
+        {"--num-gpus": Setting("--num-gpus", "GPUs of the diffusion pipeline", "1", None, "python/sglang/multimodal_gen/runtime/server_args/server_args.py", 9)},
+    )
+    for path, expected in (
+        ("python/sglang/multimodal_gen/runtime/server_args/server_args.py", "GPUs of the diffusion pipeline"),
+        ("python/sglang/srt/managers/scheduler.py", "the language server's"),
+    ):
+        (entry,) = group_sites(_sites(source, path), "r/r")
+        (article,) = derive.derive_articles((entry,), {}, upstream, settings=servers)
+        assert [(setting.name, setting.help) for setting in article.settings] == [("--num-gpus", expected)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -175,6 +176,24 @@ def test_real_release_arguments(sglang):
     assert arguments.by_name["--cuda-graph-backend-decode"].choices == ("full", "breakable", "disabled")
     assert not arguments.by_name["--disable-cuda-graph"].takes_value
     assert "--tp" not in arguments.by_name
+
+
+@pytest.mark.real
+def test_real_release_diffusion_arguments(sglang):
+    """The diffusion server's command line, read as the language server's is, with defaults
+    written as the dataclass's own fields (`default=ServerArgs.num_gpus`) shown as their value."""
+    from generator.config import Config
+    from generator.flags import diffusion_arguments
+    from generator.upstream import open_source
+
+    arguments = diffusion_arguments(open_source("pypi:sglang==0.5.23", Config(), conftest.test_cache_dir()))
+    assert len(arguments) > 100
+    gpus = arguments.by_name["--num-gpus"]
+    assert (gpus.default, gpus.help, gpus.path) == ("1", "The number of GPUs to use.", "python/sglang/multimodal_gen/runtime/server_args/server_args.py")
+    assert arguments.by_name["--use-fsdp-inference"].help.startswith("Use FSDP inference to shard DiT weights")
+    # A mixin's classmethod reads its defaults from `cls`.
+    assert arguments.by_name["--disagg-timeout"].default == "3600"
+    assert not any(re.fullmatch(r"(ServerArgs|cls)\.\w+", argument.default or "") for argument in arguments.by_field.values())
 
 
 @pytest.mark.real
