@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from generator.model import Article, Change, Curated, Family, ListedError, Upstream
+from generator.model import Article, Change, Curated, Family, ListedError, Upstream, Versions
 
 SCHEMA_VERSION = 1
 
@@ -89,8 +89,22 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "last_location": (
             {"path": record.path, "line": record.line, "function": record.function} if record and record.path else None
         ),
+        "versions": _versions(article.versions),
     }
     return document
+
+
+def _versions(versions: Versions | None) -> dict | None:
+    """The releases that raised an error, as tags name them: first, last (null while the
+    newest build raises it), the one it was retired in, and its earlier wordings."""
+    if versions is None:
+        return None
+    return {
+        "first": versions.first,
+        "last": versions.last,
+        "retired_in": versions.retired_in or None,
+        "wordings": [{"message": w.message, "first": w.first, "last": w.last, "reworded_in": w.reworded_in or None} for w in versions.wordings],
+    }
 
 
 def _texts(text: Curated | Family | None, upstream: Upstream) -> dict:
@@ -144,6 +158,17 @@ def changes_document(changes: tuple[Change, ...]) -> dict:
             {"id": c.id, "revision": c.revision, "date": c.date, "change": c.change, "message": c.message, "detail": c.detail}
             for c in ordered
         ],
+    }
+
+
+def release_document(name: str, revision: str, date: str, changes: list[Change]) -> dict:
+    """One release's changes (`/api/releases/<release>.json`), by kind then id."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "release": name,
+        "revision": revision,
+        "date": date,
+        "changes": [{"id": c.id, "change": c.change, "message": c.message, "detail": c.detail} for c in changes],
     }
 
 
@@ -309,6 +334,31 @@ def error_schema(base_url: str) -> dict:
                     "type": "object",
                     "required": ["path", "line", "function"],
                     "properties": {"path": _STRING, "line": {"type": "integer"}, "function": _STRING},
+                    "additionalProperties": False,
+                }
+            ),
+            "versions": _nullable(
+                {
+                    "type": "object",
+                    "description": "The releases that raised the error, as the ledger (`content/ledger/`) knows them, named by "
+                    "upstream's tags (or commits): the first (the earliest of its own and of the earlier ids reworded into it), "
+                    "the last (null while the newest build raises it), the one it was retired in (null unless retired), and its "
+                    "earlier wordings, oldest first, each with the releases that raised it and the one that reworded it.",
+                    "required": ["first", "last", "retired_in", "wordings"],
+                    "properties": {
+                        "first": _STRING,
+                        "last": _nullable(_STRING),
+                        "retired_in": _nullable(_STRING),
+                        "wordings": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["message", "first", "last", "reworded_in"],
+                                "properties": {"message": _STRING, "first": _STRING, "last": _STRING, "reworded_in": _nullable(_STRING)},
+                                "additionalProperties": False,
+                            },
+                        },
+                    },
                     "additionalProperties": False,
                 }
             ),

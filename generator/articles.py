@@ -81,6 +81,7 @@ def derive_all(
     pins: Mapping[str, Upstream] | None = None,
     settings: model.Servers | None = None,
     families: Mapping[str, model.Family] | None = None,
+    versions: Mapping[str, model.Versions] | None = None,
 ) -> DerivedArticles:
     """Every article's page digest (`PageManifest.digests`), deriving again only the articles
     whose inputs changed since the last build (`state`, which found the `changed` entries, is
@@ -89,13 +90,13 @@ def derive_all(
     docstrings: `joined` adds them to those whose pages are rendered."""
     ledger = past.inactive
     state.codes = {error: record.code for error, record in past.records.items() if record.status == "active" and record.code}
-    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings, families or {})
+    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings, families or {}, versions or {})
     # Read from the changed entries before the ranking is asked for: it may still be under way
     # in the background meanwhile.
     made.read(changed)
     retitled, made.flags = state.update_entries(entries, changed, made.mentions)
     made.related = related()
-    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings, made.families)
+    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings, made.families, made.versions)
     digests = manifest.digests(made.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(made.ids)}
     write_state(cache_dir, "articles", derive.__file__, state)
@@ -117,9 +118,11 @@ class DerivedArticles:
         pins: Mapping[str, Upstream],
         settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
+        versions: Mapping[str, model.Versions] | None = None,
     ) -> None:
         self.upstream, self.entries, self.curated, self.ledger = upstream, entries, curated, ledger
         self.stale, self.pins, self.settings, self.families = stale, pins, settings or model.Servers({}), families or {}
+        self.versions = versions or {}
         self.flags: frozenset[str] = frozenset()
         self.by_id = {entry.id: entry for entry in entries}
         self.ids = self.by_id.keys() | {record.id for record in ledger}
@@ -147,7 +150,7 @@ class DerivedArticles:
             self.read(todo)
             made = derive.derive_articles(
                 self.entries, self.curated, self.upstream, self.ledger, self.related, self.stale, self.pins,
-                self.triggers, self.mentions, self.flags, todo, self.settings, self.families,
+                self.triggers, self.mentions, self.flags, todo, self.settings, self.families, self.versions,
             )
             self._made.update((article.id, article) for article in made)
         return tuple(self._made[error] for error in sorted(wanted))
@@ -163,7 +166,8 @@ class ArticleState(BlobState):
     pin, its aliases and its stale revision, compared as one string per id (`inputs`); from
     the titles of its related errors; and from the flags any message names
     (`derive.known_flags`), which reach only the errors whose conditions' names would be a flag
-    that came or went. Inactive articles are few, and always derived. Everything a page depends
+    that came or went. An inactive article is made from its ledger record, its pin and the titles
+    of the ids it points to, compared as one string too. Everything a page depends
     on besides its article is in the manifest's salt: another salt, and everything is derived."""
 
     @classmethod
@@ -247,11 +251,13 @@ class ArticleState(BlobState):
         upstream: Upstream,
         settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
+        versions: Mapping[str, model.Versions] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
         found (`changed`, `retitled`); the state takes in the rest of this build's inputs."""
         inactive = {record.id for record in ledger}
-        dirty = changed | inactive
+        versions = versions or {}
+        dirty = set(changed)
         if retitled:
             dirty.update(error for error, others in related.items() if not retitled.isdisjoint(others))
         aliases = derive.aliases_of(ledger)
@@ -267,6 +273,7 @@ class ArticleState(BlobState):
             error: "\0".join(
                 (
                     " ".join(related.get(error, ())), pinned[id(pins.get(error, upstream))], " ".join(aliases.get(error, ())), stale.get(error, ""),
+                    repr(versions.get(error)),
                     # The settings its page may explain: those its message or conditions name.
                     *(keys[name] for name in (*self.named.get(error, ()), *self.candidates.get(error, "").split("\0")) if name in keys),
                 )
@@ -274,6 +281,14 @@ class ArticleState(BlobState):
             for error, paths in self.paths.items()
             for keys in (servers[id(settings.of(paths.partition("\0")[0]))],)
         }
+        # An inactive article is made from its record, its pin and the titles of the ids it
+        # points to: a history of every release holds thousands, derived again only when one
+        # of those changed.
+        for record in ledger:
+            targets = (record.moved_to,) if record.status == "moved" and record.moved_to else record.split_into
+            inputs[record.id] = "\0".join(
+                (repr(record), repr(versions.get(record.id)), pinned[id(pins.get(record.id, upstream))], *(self.titles.get(t) or t for t in targets))
+            )
         dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
         dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))
         # Each family as a short digest, made once: the state is pickled without a memo, so a

@@ -71,17 +71,10 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # Content first (cached, fast), so the search index has the forms curated entries say
         # users see their errors in.
         loaded = articles.load_content(inputs.content, repo, inputs.cache_dir)
-        # What needs only the entries runs in other processes meanwhile: related errors, then
-        # the search index; and the browse pages.
+        # What needs only the entries runs in other processes meanwhile: related errors, and
+        # the browse pages.
         info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
-        related, search = workers.background(
-            [
-                partial(articles.cached_related, entries, inputs.cache_dir, made_from),
-                partial(pages.search_files, entries, repo, inputs.cache_dir, made_from, extraction.classes, printed_forms(loaded)),
-            ],
-            jobs,
-            len(entries),
-        )
+        (related,) = workers.background([partial(articles.cached_related, entries, inputs.cache_dir, made_from)], jobs, len(entries))
         (browse,) = workers.background([partial(pages.browse_files, entries, info, inputs.cache_dir)], jobs, len(entries))
         # Which entries may have changed since the last build, and the files whose blobs did:
         # their excerpts are highlighted on every core from now on.
@@ -91,8 +84,22 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         highlighting = Highlighting(source, entries, inputs.cache_dir)
         cleanup.callback(highlighting.close)
         highlighting.start(jobs, new_files)
-        # History: the ledger, with moved and retired ids.
+        # History: the ledger, with moved and retired ids. Then the search index, in another
+        # process: it finds an error by the forms curated entries say users see it in, by the
+        # wordings of its earlier ids, and an error no longer raised by its last message.
         past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir)
+        versions = history.versions_of(past.records)
+        retired, retired_notes = history.retired_entries(past.records, versions)
+        (search,) = workers.background(
+            [
+                partial(
+                    pages.search_files, entries + retired, repo, inputs.cache_dir, made_from, extraction.classes, printed_forms(loaded),
+                    history.earlier_wordings(versions), retired_notes,
+                )
+            ],
+            jobs,
+            len(entries),
+        )
         # Content: curated entries, carried over from reworded ids, evidence found again.
         curated = audit.located_evidence(history.carry_curated(loaded, past.records), source, inputs.cache_dir)
         # Each error without an entry of its own shows the text of the family that claims it.
@@ -103,7 +110,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # in another process.
         shared, family_pages, history_files = workers.background(
             [
-                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes),
+                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records)),
                 partial(pages.family_files, families, by_id, info),
                 partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision),
             ],
@@ -114,7 +121,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         from generator.flags import servers_of
 
         pins = history.pinned_upstreams(past.records, upstream)
-        derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, servers_of(source, inputs.cache_dir), families)
+        derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, servers_of(source, inputs.cache_dir), families, versions)
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(derived.digests, hashes, spare)
         rendered = derived.articles(derived.digests.keys() - unchanged)

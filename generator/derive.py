@@ -816,6 +816,7 @@ def derive_articles(
     ids: Collection[str] | None = None,
     settings: model.Servers | None = None,
     families: Mapping[str, Family] | None = None,
+    versions: Mapping[str, model.Versions] | None = None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id, without
     snippets and docstrings (`with_excerpts` adds them to the pages rendered); with `ids`, only
@@ -829,10 +830,12 @@ def derive_articles(
     `settings` are the command lines' arguments by flag (`flags.servers_of`), shown for those
     named, the diffusion server's on the pages of its code;
     `families` maps an id to the family that explains it (`families.family_of`), shown on the
-    page of an error without curated text of its own.
+    page of an error without curated text of its own; `versions` maps an id to the releases
+    that raised it (`history.versions_of`).
     """
     related = related if related is not None else related_errors(entries)
     settings = settings or model.Servers({})
+    versions = versions or {}
     stale = stale or {}
     pins = pins or {}
     titles = {entry.id: entry.title for entry in entries}
@@ -871,6 +874,7 @@ def derive_articles(
                 stale=stale.get(entry.id),
                 upstream=pinned,
                 family=families.get(entry.id) if families and curated_entry is None else None,
+                versions=versions.get(entry.id),
             )
         )
     active = {entry.id for entry in entries}
@@ -895,6 +899,7 @@ def derive_articles(
                 aliases=tuple(sorted(record.aliases)),
                 record=record,
                 upstream=pins.get(record.id, upstream),
+                versions=versions.get(record.id),
             )
         )
     return tuple(sorted(articles, key=lambda article: article.id))

@@ -19,7 +19,7 @@ from pathlib import Path
 from generator.errors import ContentError
 from generator.cache import kept
 from generator.files import read_cache, state_bytes, write_atomic, write_cache
-from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream, error_id
+from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream, Versions, Wording, error_id, release_name, release_span
 
 LEDGER_FOLDER = "ledger"
 CHANGES_NAME = "changes.jsonl"
@@ -458,6 +458,96 @@ def resolve(records: Mapping[str, LedgerRecord], error_id: str) -> str:
         seen.add(error_id)
         record = records.get(error_id)
     return error_id
+
+
+def versions_of(records: Mapping[str, LedgerRecord]) -> dict[str, Versions]:
+    """By id, the releases that raised it (`model.Versions`): an active error's first release
+    is that of the oldest earlier id the ledger paired into it (followed through every move),
+    and its earlier wordings are their messages, each said once over all the releases of the
+    ids that had it; a retired or moved id's are its own.
+
+    An id moved into another was raised before it, so the further back along the moves, the
+    older: that orders the ids of one error whatever names its revisions have (a commit's
+    tells nothing), and versions order ids equally far back."""
+    from generator.upstream import version_key
+
+    def depth(record: LedgerRecord) -> int:
+        steps, seen = 0, {record.id}
+        while record.status == "moved" and record.moved_to and record.moved_to not in seen:
+            steps += 1
+            seen.add(record.moved_to)
+            record = records.get(record.moved_to)
+            if record is None:
+                break
+        return steps
+
+    # By active id, its earlier ids, each with its order: older first.
+    earlier: dict[str, list[tuple[tuple, LedgerRecord]]] = {}
+    for record in records.values():
+        if record.status != "moved":
+            continue
+        target = records.get(resolve(records, record.id))
+        if target is not None and target.status == "active":
+            earlier.setdefault(target.id, []).append(((-depth(record), version_key(release_name(record.first_seen)), record.id), record))
+    versions = {}
+    for error, record in sorted(records.items()):
+        if record.status != "active":
+            versions[error] = Versions(record.first_seen, record.last_seen, record.retired_in or "")
+            continue
+        older = [found for _, found in sorted(earlier.get(error, ()), key=operator.itemgetter(0))]
+        # One wording over all the ids that had it: from the oldest's first release to the
+        # newest's last, and the release that reworded that one. A message the same release
+        # also raised under another id (the id rules changed between two builds of it) is no
+        # earlier wording.
+        spans: dict[str, list[str]] = {}
+        for found in older:
+            if found.message is None or found.message == record.message or found.retired_in == found.last_seen:
+                continue
+            span = spans.setdefault(found.message, [found.first_seen, found.last_seen, found.retired_in or ""])
+            span[1], span[2] = found.last_seen, found.retired_in or ""
+        first = older[0].first_seen if older else record.first_seen
+        versions[error] = Versions(first, None, "", tuple(Wording(message, *span) for message, span in spans.items()))
+    return versions
+
+
+def revisions_of(records: Mapping[str, LedgerRecord]) -> tuple[str, ...]:
+    """Every revision the ledger names as the first that raised an id, the last that raised one
+    no longer raised, or the one that retired or moved it, sorted: the releases pages link to.
+    (An active id's last is the newest build's, which changed nothing by that alone.)"""
+    named = set()
+    for record in records.values():
+        named.add(record.first_seen)
+        if record.status != "active":
+            named.update((record.last_seen, record.retired_in))
+    return tuple(sorted(named - {None, ""}))
+
+
+def retired_entries(records: Mapping[str, LedgerRecord], versions: Mapping[str, Versions]) -> tuple[tuple[ErrorEntry, ...], dict[str, str]]:
+    """The errors no longer raised, as entries a search index takes (their last message,
+    exception and place, as the ledger keeps them), each with what a lookup says of it: the
+    releases that raised it. A user of an old release pastes its words; the page the search
+    finds says it is gone and since when."""
+    from generator.content import printed_template
+
+    entries, notes = [], {}
+    for error, record in sorted(records.items()):
+        if record.status != "retired" or not record.path:
+            continue
+        template = printed_template(record.message) if record.message is not None else None
+        site = Site(record.kind, record.exception, template, record.path, record.line, record.line, record.function, (), (), None, record.line, record.line)
+        entries.append(ErrorEntry(error, record.kind, record.exception, template, (site,), record.message))
+        found = versions.get(error)
+        span = release_span(found.first, found.last) if found and found.last else release_name(record.last_seen)
+        notes[error] = f"no longer raised: SGLang {span}" + (f", retired in {release_name(record.retired_in)}" if record.retired_in else "")
+    return tuple(entries), notes
+
+
+def earlier_wordings(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """By active id, its earlier wordings (`versions_of`) as forms a lookup finds it by, each
+    with what the lookup says of it: the releases that raised it and the one that reworded it."""
+    return {error: tuple((wording.message, f"matched an earlier wording, raised by {wording.releases}") for wording in found.wordings) for error, found in versions.items() if found.wordings}
+
+
 
 
 def carry_curated(curated: Mapping[str, Curated], records: Mapping[str, LedgerRecord]) -> dict[str, Curated]:

@@ -612,6 +612,47 @@ class Change:
     detail: str = ""
 
 
+def release_name(revision: str) -> str:
+    """A revision as a page names a release: `v0.5.18` -> `0.5.18`; a commit stays as it is."""
+    return revision[1:] if revision[:1] == "v" and revision[1:2].isdigit() else revision
+
+
+def release_span(first: str, last: str) -> str:
+    """Two revisions as a range of releases: `0.4.3 to 0.5.18`, or one release."""
+    first, last = release_name(first), release_name(last)
+    return first if first == last else f"{first} to {last}"
+
+
+@record
+class Wording:
+    """An earlier message of an error: its text (a template) and the releases that raised it,
+    and the one whose rewording gave the message after it."""
+
+    message: str
+    first: str
+    last: str
+    reworded_in: str
+
+    @property
+    def releases(self) -> str:
+        """`SGLang 0.4.3 to 0.5.18; reworded in 0.5.19`."""
+        reworded = f"; reworded in {release_name(self.reworded_in)}" if self.reworded_in else ""
+        return f"SGLang {release_span(self.first, self.last)}{reworded}"
+
+
+@record
+class Versions:
+    """The releases an error was raised by, as its ledger records and those of its earlier ids
+    say: the first; the last (None while the newest build raises it); the release it was
+    retired in, for one no longer raised; and its earlier wordings, oldest first. Releases are
+    named as upstream tags them (`v0.5.18`), or by commit for a build of one."""
+
+    first: str
+    last: str | None = None
+    retired_in: str = ""
+    wordings: tuple[Wording, ...] = ()
+
+
 @record
 class Article:
     """Everything one error's page and API document say, joined and derived before rendering.
@@ -645,6 +686,8 @@ class Article:
     settings: tuple[Setting, ...] = ()
     # The family whose text the page shows, for an active error without curated text of its own.
     family: Family | None = None
+    # The releases that raised it, as the ledger knows them (None without a ledger).
+    versions: Versions | None = None
 
     @property
     def sites(self) -> tuple[Site, ...]:

@@ -117,12 +117,13 @@ def listed_files(
     ledger: tuple[LedgerRecord, ...],
     info: render.OutputInfo,
     changes: tuple[Change, ...],
+    revisions: tuple[str, ...] = (),
 ) -> list[tuple[str, bytes]]:
     """`render.render_shared` of `derive.listed_errors`, but the browse pages (`browse_files`),
     as a list, to be made in another process: the same files as of the full articles, without
-    waiting for them."""
+    waiting for them. `revisions` are the releases the ledger names, each with a page."""
     listed = derive.listed_errors(entries, curated, ledger)
-    return list(render.render_shared(listed, info, changes, browse=False))
+    return list(render.render_shared(listed, info, changes, browse=False, revisions=revisions))
 
 
 def family_files(families: Mapping[str, Family], by_id: Mapping[str, ErrorEntry], info: render.OutputInfo) -> list[tuple[str, bytes]]:
@@ -162,19 +163,22 @@ def search_files(
     blobs: Mapping[str, str] | None = None,
     classes: tuple = (),
     printed: Mapping[str, tuple[str, ...]] | None = None,
+    wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
+    retired: Mapping[str, str] | None = None,
 ) -> list[tuple[str, bytes]]:
     """The search index's files, sorted by path. With `cache_dir` and the entries' `blobs`
     (path -> blob sha), the index's state stays in the cache between builds, and only the
-    errors with a site in a changed file, or with other curated `printed` forms, are indexed
-    again (`search.IndexState`). `classes` are upstream's exception classes
-    (`model.Extraction.classes`)."""
+    errors with a site in a changed file, or with other curated `printed` forms or earlier
+    `wordings`, are indexed again (`search.IndexState`); `entries` may hold errors no longer
+    raised, each with what a lookup says of it in `retired`. `classes` are upstream's exception
+    classes (`model.Extraction.classes`)."""
     from generator import search
 
     if cache_dir is None or blobs is None:
-        return sorted(search.search_files(entries, repo, classes, printed).items())
+        return sorted(search.search_files(entries, repo, classes, printed, wordings, retired).items())
     state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
     if state.repo != repo:
         state = search.IndexState(repo)
-    files = state.update(entries, blobs, classes, printed)
+    files = state.update(entries, blobs, classes, printed, wordings, retired)
     write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())

@@ -30,7 +30,7 @@ from pygments.util import ClassNotFound
 
 from generator import api
 from generator.content import printed_template
-from generator.model import Article, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream
+from generator.model import Article, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream, Versions, release_name
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -176,6 +176,10 @@ class ErrorPage(Page):
     report_url_upstream: str
     # The curated printed forms, each as `heading` is.
     printed: list[list[TitlePart]]
+    # The releases that raised it, in words ("" without a ledger), and its earlier wordings:
+    # each as `heading` is, with the releases that raised it.
+    raised_by: list[tuple[str, str | None]]
+    wordings: list[tuple[list[TitlePart], str]]
 
 
 class FamilyPage(Page):
@@ -210,7 +214,34 @@ class HomePage(Page):
 
 
 class ChangesPage(Page):
-    changes: list[tuple[Change, str]]
+    # Each release, newest first: (url, release name, date, its count of each kind of change).
+    releases: list[tuple[str, str, str, dict[str, int]]]
+
+
+class ReleasePage(Page):
+    release: str
+    revision: str
+    date: str
+    # Its changes by kind, in CHANGE_KINDS order: (kind, [(change, title)]).
+    groups: list[tuple[str, list[tuple[Change, str]]]]
+
+
+# The kinds of change a release page lists, in this order.
+CHANGE_KINDS = ("added", "reworded", "moved", "retired", "rekeyed", "split")
+
+
+def releases_of(changes: Iterable[Change], revisions: Iterable[str] = ()) -> list[tuple[str, str, str, list[Change]]]:
+    """The changes by release, newest first (releases in version order, then commits by date):
+    (release name, revision, date, its changes by kind and id); `revisions` adds the releases
+    the ledger names that changed nothing (the first one read, a re-release)."""
+    from generator.upstream import version_key
+
+    grouped: dict[str, list[Change]] = {revision: [] for revision in revisions}
+    for change in changes:
+        grouped.setdefault(change.revision, []).append(change)
+    dated = {revision: max((c.date for c in found), default="") for revision, found in grouped.items()}
+    ordered = sorted(grouped, key=lambda revision: (version_key(release_name(revision)), dated[revision], revision), reverse=True)
+    return [(release_name(revision), revision, dated[revision], sorted(grouped[revision], key=lambda c: (c.change, c.id))) for revision in ordered]
 
 
 class CoverageRow(TypedDict):
@@ -394,9 +425,33 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         scaffold=f"errorkb scaffold {article.id}",
         exception_url=f"{root}exceptions/{exception_slug(article.exception)}/",
         printed=[template_parts(printed_template(form)) for form in curated.printed] if curated else [],
+        raised_by=raised_by(article.versions, article.status, root),
+        wordings=[(template_parts(printed_template(w.message)), w.releases) for w in article.versions.wordings] if article.versions else [],
         issues_search_url=issues_search_url(article, page["upstream"].repo),
         report_url_upstream=f"https://github.com/{page['upstream'].repo}/issues/new/choose",
     )
+
+
+def raised_by(versions: Versions | None, status: str, root: str) -> list[tuple[str, str | None]]:
+    """The releases that raised an error, in words, each release linked to its page: "since
+    0.4.3" while the newest build raises it (a page does not name the newest release, so that it
+    stays the same across builds), "0.4.3 to 0.5.18; not raised since 0.5.19" for one no longer
+    raised. Empty without a ledger."""
+    if versions is None:
+        return []
+
+    def release(revision: str) -> tuple[str, str]:
+        name = release_name(revision)
+        return name, f"{root}releases/{name}/"
+
+    if status == "active" or versions.last is None:
+        return [("Raised by SGLang since ", None), release(versions.first), (".", None)]
+    parts = [("Raised by SGLang ", None), release(versions.first)]
+    if versions.last != versions.first:
+        parts += [(" to ", None), release(versions.last)]
+    if versions.retired_in:
+        parts += [("; not raised since ", None), release(versions.retired_in)]
+    return parts + [(".", None)]
 
 
 def issues_search_url(article: Article, repo: str) -> str:
@@ -659,9 +714,11 @@ def render_shared(
     env: jinja2.Environment | None = None,
     listed: Callable[[jinja2.Template, ListPage], bytes] | None = None,
     browse: bool = True,
+    revisions: Iterable[str] = (),
 ) -> Iterator[tuple[str, bytes]]:
     """Home, browse pages (without `browse`, only those of exception types no longer raised:
-    the rest come from `render_browse`), recent changes, 404, sitemap, robots, redirects and
+    the rest come from `render_browse`), the changes by release and a page per release (each of
+    `revisions`, the ledger's, and each that `changes` name), 404, sitemap, robots, redirects and
     the API's index, schema and change list. `listed` renders a browse page from its template
     and context, when the caller keeps pages already rendered (`generator.pages.PageMemo`)."""
     env = env or environment()
@@ -686,12 +743,25 @@ def render_shared(
     for path, context in gone_exception_pages(articles, info):
         yield path, listed(list_template, context)
     sitemap = {"", "modules/", "exceptions/", "changes/", "coverage/", *(path[: -len("index.html")] for path in browse_paths(articles))}
-    changes_page = _page("changes/index.html", info, "Recent changes", "Errors added, reworded, moved or retired in recent SGLang revisions.", "../api/changes.json")
-    ordered = sorted(changes, key=lambda c: (c.date, c.revision, c.id), reverse=True)
+    changes_page = _page("changes/index.html", info, "Changes by release", "Errors added, reworded, moved or retired by each SGLang release.", "../api/releases/index.json")
     titles = {a.id: a.title for a in articles}
+    releases = releases_of(changes, revisions)
+    counts = [{kind: n for kind in CHANGE_KINDS if (n := sum(c.change == kind for c in found))} for _, _, _, found in releases]
     yield "changes/index.html", env.get_template("changes.html").render(
-        ChangesPage(**changes_page, changes=[(c, shorten(c.message or titles.get(c.id, c.id))) for c in ordered])
+        ChangesPage(**changes_page, releases=[(f"../releases/{name}/", name, date, count) for (name, _, date, _), count in zip(releases, counts)])
     ).encode()
+    release_template = env.get_template("release.html")
+    for (name, revision, date, found), count in zip(releases, counts):
+        path = f"releases/{name}/index.html"
+        # A release's page names no build's revision: it changes only when the ledger does.
+        page = _page(path, info, f"SGLang {name}: changed errors", f"Errors SGLang {name} added, reworded, moved or retired.", f"../../api/releases/{name}.json", revision=False)
+        groups = [(kind, [(c, shorten(c.message or titles.get(c.id, c.id))) for c in found if c.change == kind]) for kind in CHANGE_KINDS if kind in count]
+        yield path, release_template.render(ReleasePage(**page, release=name, revision=revision, date=date, groups=groups)).encode()
+        yield f"api/releases/{name}.json", api.dumps(api.release_document(name, revision, date, found))
+        sitemap.add(f"releases/{name}/")
+    yield "api/releases/index.json", api.dumps(
+        {"schema_version": api.SCHEMA_VERSION, "releases": [{"release": name, "revision": revision, "date": date, "changes": count} for (name, revision, date, _), count in zip(releases, counts)]}
+    )
     missing = _page("404.html", info, "Page not found", "This page does not exist in the SGLang error knowledge base.")
     # A 404 page is served at any depth, so its links cannot be relative: it uses the base URL.
     missing["root"] = info.base_url.rstrip("/") + "/"

@@ -142,6 +142,8 @@ class Candidate:
     # How the paste matched it: `message` (the template, values filled in), `beginning` (the
     # paste is the message's beginning), `traceback` (the frame), `words`.
     match: str = "words"
+    # What to say of the form it matched, when not its message: an earlier wording's releases.
+    note: str = ""
 
     @property
     def page(self) -> str:
@@ -449,9 +451,12 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     return template_matcher(entry.template)
 
 
-def _template_row(entry: ErrorEntry, matcher: _Matcher) -> str:
-    """A template row of a token shard: the error, its exception and title, and the matcher."""
-    return _json([entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)])
+def _template_row(entry: ErrorEntry, matcher: _Matcher, note: str = "") -> str:
+    """A template row of a token shard: the error, its exception and title, and the matcher;
+    then, for a form of the error other than its message that a lookup should name (an
+    earlier wording: `history.earlier_wordings`), what to say of it."""
+    row = [entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)]
+    return _json([*row, note] if note else row)
 
 
 def template_matcher(template: Template) -> _Matcher | None:
@@ -556,13 +561,20 @@ def site_signature(site: Site) -> str:
 
 
 def search_files(
-    entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = (), printed: Mapping[str, tuple[str, ...]] | None = None
+    entries: Iterable[ErrorEntry],
+    repo: str,
+    classes: Iterable[tuple[str, tuple[str, ...]]] = (),
+    printed: Mapping[str, tuple[str, ...]] | None = None,
+    wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
+    retired: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
     """The search index as files relative to the site root (`search/...json`), compact UTF-8
     JSON with sorted keys, so two builds give identical bytes. `classes` are upstream's
     exception classes with their ancestors (`model.Extraction.classes`); `printed` the curated
-    printed forms by id (`content.printed_forms`)."""
-    return IndexState(repo).update(tuple(entries), None, classes, printed)
+    printed forms by id (`content.printed_forms`); `wordings` the earlier wordings by id, each
+    with what a lookup says of it (`history.earlier_wordings`); `retired` what a lookup says of
+    each of the `entries` no longer raised (`history.retired_entries`)."""
+    return IndexState(repo).update(tuple(entries), None, classes, printed, wordings, retired)
 
 
 def classes_file(classes: Iterable[tuple[str, tuple[str, ...]]]) -> bytes:
@@ -648,10 +660,13 @@ class IndexState(BlobState):
         self.functions: list[dict[str, dict[str, str]]] = [{} for _ in range(FUNCTION_BUCKETS)]
         self.titles: list[dict[str, str]] = [{} for _ in range(ENTRY_BUCKETS)]
         self.files: dict[str, bytes] = {}
-        # id -> its curated printed forms, joined by NUL, and the (key, shard) of each one's
-        # template row, keyed `id NUL n` beside the id's own row.
+        # id -> its curated printed forms and earlier wordings (each with its note after a
+        # SOH), joined by NUL, and the (key, shard) of each one's template row, keyed `id NUL n`
+        # beside the id's own row.
         self.printed: dict[str, str] = {}
         self.extra: dict[str, tuple[tuple[str, int], ...]] = {}
+        # id -> what a lookup says of an error no longer raised (`history.retired_entries`).
+        self.retired: dict[str, str] = {}
 
     def update(
         self,
@@ -659,6 +674,8 @@ class IndexState(BlobState):
         blobs: Mapping[str, str] | None,
         classes: Iterable[tuple[str, tuple[str, ...]]] = (),
         printed: Mapping[str, tuple[str, ...]] | None = None,
+        wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
+        retired: Mapping[str, str] | None = None,
     ) -> dict[str, bytes]:
         """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
         the entries were extracted from. With the blobs of the last update, only the errors
@@ -667,18 +684,24 @@ class IndexState(BlobState):
         those alone; without (None), everything is made again. `classes` (upstream's exception
         classes) make `classes.json`, written whole."""
         self.files[f"{INDEX_DIR}/classes.json"] = classes_file(classes)
-        # The forms this update indexes, until it ends: not part of the state kept.
-        self._printed = printed or {}
+        # The forms this update indexes, with their notes, and what a lookup says of the ids no
+        # longer raised, until it ends: not part of the state kept.
+        self._retired = retired or {}
+        printed, wordings = printed or {}, wordings or {}
+        self._printed = {
+            error: (*((text, "") for text in printed.get(error, ())), *wordings.get(error, ())) for error in sorted(printed.keys() | wordings.keys())
+        }
         try:
             return self._update(entries, blobs)
         finally:
-            del self._printed
+            del self._printed, self._retired
 
     def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, bytes]:
         changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
-        changed |= {entry.id for entry in entries if self.printed.get(entry.id, "") != "\0".join(self._printed.get(entry.id, ()))}
+        changed |= {entry.id for entry in entries if self.printed.get(entry.id, "") != _forms_key(self._printed.get(entry.id, ()))}
+        changed |= {entry.id for entry in entries if self.retired.get(entry.id, "") != self._retired.get(entry.id, "")}
         put = [entry for entry in entries if entry.id in changed]
         taken = [error for error in changed if error in self.docs]
         documents = {entry.id: document_tokens(entry) for entry in put}
@@ -696,9 +719,9 @@ class IndexState(BlobState):
         return self._encode(count, touched)
 
     def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
-        blobs, classes, printed = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._printed
+        blobs, classes, printed, retired = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._printed, self._retired
         self.__init__(self.repo)
-        self.blobs, self._printed = blobs, printed
+        self.blobs, self._printed, self._retired = blobs, printed, retired
         self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry) for entry in ordered}
@@ -747,6 +770,7 @@ class IndexState(BlobState):
         del self.titles[number][error]
         touched.titles.add(number)
         self.printed.pop(error, None)
+        self.retired.pop(error, None)
         for key, where in self.extra.pop(error, ()):
             del self.templates[where][key]
             touched.tokens.add(where)
@@ -804,6 +828,10 @@ class IndexState(BlobState):
             self.names[entry.id] = "\0".join(by_name)
             number = bucket(entry.id, ENTRY_BUCKETS)
             title = [entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)]
+            note = self._retired.get(entry.id)
+            if note:
+                self.retired[entry.id] = note
+                title.append(note)
             self.titles[number][entry.id] = f"{_quote(entry.id)}:{_json(title)}"
             touched.titles.add(number)
             self.docs[entry.id] = (" ".join(frequency), len(words), None if anchors is None else " ".join(anchors))
@@ -835,15 +863,15 @@ class IndexState(BlobState):
         forms = self._printed.get(entry.id, ())
         if not forms:
             return
-        self.printed[entry.id] = "\0".join(forms)
+        self.printed[entry.id] = _forms_key(forms)
         extra = []
-        for number, text in enumerate(forms):
+        for number, (text, note) in enumerate(forms):
             matcher = template_matcher(printed_template(text))
             if matcher is None:
                 continue
             key = f"{entry.id}\0{number}"
             where = bucket(matcher.anchors[0], TOKEN_BUCKETS) if matcher.anchors else TOKEN_BUCKETS
-            self.templates[where][key] = _template_row(entry, matcher)
+            self.templates[where][key] = _template_row(entry, matcher, note)
             extra.append((key, where))
             touched.tokens.add(where)
         self.extra[entry.id] = tuple(extra)
@@ -920,6 +948,10 @@ class IndexState(BlobState):
         return dict(self.files)
 
 
+def _forms_key(forms: Iterable[tuple[str, str]]) -> str:
+    return "\0".join(f"{text}\1{note}" for text, note in forms)
+
+
 class _Touched:
     """What an update changed: words whose postings changed, anchors whose counts changed, and
     the token, file, function and entry shards to encode again."""
@@ -972,12 +1004,11 @@ class SearchIndex:
         return tuple(sorted(self._pieces))
 
     @classmethod
-    def of_entries(
-        cls, entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = (), printed: Mapping[str, tuple[str, ...]] | None = None
-    ) -> SearchIndex:
-        """An index built in memory from entries (a lookup straight from a source), with
-        upstream's exception `classes` and the curated `printed` forms."""
-        files = search_files(entries, repo, classes, printed)
+    def of_entries(cls, entries: Iterable[ErrorEntry], repo: str, *forms: Any, **named: Any) -> SearchIndex:
+        """An index built in memory from entries (a lookup straight from a source), with what
+        `search_files` takes besides: upstream's exception classes, the curated printed forms,
+        earlier wordings and what to say of the retired entries."""
+        files = search_files(entries, repo, *forms, **named)
         return cls(lambda path: json.loads(files[path]))
 
     @classmethod
@@ -1105,16 +1136,19 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     classes = index.piece("classes.json") if named else {}
     evidence: dict[str, list[float]] = {}  # error id: [template, frame, word]
     matched_how: dict[str, str] = {}  # error id: "message" or "beginning"
+    notes: dict[str, str] = {}  # error id: the note of the form its template match is on
     class_fits: dict[str, bool] = {}  # error id: its exception is the one the paste names
 
     for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in shard_tokens(paste, words)), "none"]):
-        for error_id, exception, _title, segments, starts, ends in index.piece(f"t/{name}.json")["templates"]:
+        for row in index.piece(f"t/{name}.json")["templates"]:
+            error_id, exception, _title, segments, starts, ends = row[:6]
             value, how, form_exception = template_score(forms, segments, bool(starts), bool(ends), exception, manifest, classes)
             if value > 0:
                 slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
                 if value > slot[0]:
                     slot[0] = value
                     matched_how[error_id] = how
+                    notes[error_id] = row[6] if len(row) > 6 else ""
                     class_fits[error_id] = form_exception is None or exception is None or same_class(form_exception, exception, classes)
 
     # Words: BM25, normalised by the weight of the query's known words so 1.0 is "all of them".
@@ -1177,9 +1211,12 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     candidates = []
     for _raised, _fits, _negative, error_id, score in results[:limit]:
         shard = index.piece(f"e/{bucket(error_id, manifest['entry_buckets'])}.json")
-        exception, kind, title, has_message, place = shard[error_id]
+        exception, kind, title, has_message, place, *status = shard[error_id]
         how = matched_how.get(error_id) or ("traceback" if evidence[error_id][1] >= 0.9 else "words")
-        candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, place, score, how))
+        note = notes.get(error_id, "") if error_id in matched_how else ""
+        # An error no longer raised says so, whatever form it matched by.
+        note = "; ".join(filter(None, (note, *status)))
+        candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, place, score, how, note))
     return candidates
 
 

@@ -285,7 +285,20 @@ def test_moved_and_retired_ids_keep_pages(tmp_path, repo):
     schema = jsonschema.Draft202012Validator(json.loads((site / "api/schema/error.json").read_text()))
     for document in (moved_doc, retired_doc, new_doc):
         schema.validate(document)
-    assert "Gone now" in (site / "changes/index.html").read_text()
+    # Each release has a page of its changes, listed by the changes page, with its document.
+    assert "Gone now" in (site / "releases/3/index.html").read_text()
+    assert '<a href="../releases/3/">3</a>' in (site / "changes/index.html").read_text()
+    release = json.loads((site / "api/releases/3.json").read_text())
+    assert (release["revision"], [(c["id"], c["change"]) for c in release["changes"]]) == ("v3", [("00000000000000bb", "retired")])
+    listed = [r["release"] for r in json.loads((site / "api/releases/index.json").read_text())["releases"]]
+    assert listed[-3:] == ["3", "2", "1"] and len(listed) == 4  # and this build's commit, newest
+    # The releases that raised each: the retired one's own, and the new id's back to the id
+    # it was reworded from, whose message is its earlier wording (escaped on the page).
+    assert retired_doc["versions"] == {"first": "v1", "last": "v2", "retired_in": "v3", "wordings": []}
+    assert new_doc["versions"]["first"] == "v1"
+    assert new_doc["versions"]["wordings"] == [{"message": "Old <words>", "first": "v1", "last": "v2", "reworded_in": None}]
+    page = (site / f"errors/{target}/index.html").read_text()
+    assert 'Raised by SGLang since <a href="../../releases/1/">1</a>.' in page and "Old &lt;words&gt;" in page
 
 
 def test_build_command(tmp_path, repo, capsys):

@@ -86,7 +86,8 @@ def test_next_revision_keeps_every_page_and_carries_curated_text(tmp_path, built
     assert sorted((c["change"], c["id"]) for c in changes) == sorted(
         [("reworded", old_id), ("retired", gone_id), ("moved", kv4_id)]
     )
-    assert "KV rows must match" in (site / "changes/index.html").read_text()
+    assert "KV rows must match" in (site / f"releases/{shas[1]}/index.html").read_text()
+    assert f'<a href="../releases/{shas[1]}/">' in (site / "changes/index.html").read_text()
     # The carried explanation counts as coverage, per module too.
     coverage = json.loads((site / "api/coverage.json").read_text())
     assert (coverage["curated"], coverage["total"]) == (1, 2)

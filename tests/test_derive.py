@@ -488,6 +488,14 @@ def test_a_site_derived_from_the_last_build_matches_one_derived_afresh(sglang, t
     assert update.digests == fresh.digests
     some = sorted(update.digests)[::50] + [reworded.id(repo), first, clean[10], clean[20], clean[30], clean[40], moved.id]
     assert update.articles(some) == fresh.articles(some)
+    # The next build, nothing changed: no article is derived again, not even the inactive ones
+    # (a ledger of every release holds thousands).
+    titled = []
+    record_title = derive.record_title
+    monkeypatch.setattr(derive, "record_title", lambda record: titled.append(record.id) or record_title(record))
+    read.clear()
+    again = derived(tmp_path / "cache", after, now, edited, (moved,), now_related, stale, pins)
+    assert (read, titled, again.digests) == ([], [], update.digests)
 
 
 @pytest.mark.real

@@ -12,6 +12,8 @@ from generator.cli import main
 from generator.config import Config
 from generator.errors import ContentError
 from generator.history import (
+    earlier_wordings,
+    versions_of,
     carry_curated,
     compare,
     ledger_files,
@@ -302,3 +304,24 @@ def test_ids_the_id_rules_changed_are_moved_or_split_and_none_is_lost(tmp_path):
     # And the ledger says so in its files, read back the same.
     write_history(tmp_path, update.records, update.changes)
     assert load_ledger(tmp_path)[shared].split_into == split.split_into
+
+
+def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history):
+    """A user on the release before a rewording pastes the old message: the lookup puts the
+    new id first, as an exact match of its earlier wording, and says which releases raised
+    that wording and which reworded it; the page and document know the same releases."""
+    from generator.model import Versions, Wording
+    from generator.search import SearchIndex, lookup
+
+    shas, first, second, _, two = history
+    old, new = by_message(first, "dense KV rows"), by_message(second, "KV rows must match")
+    gone = by_message(first, "pipeline parallel")
+    versions = versions_of(two.records)
+    assert versions[new.id] == Versions(shas[0], None, "", (Wording(old.message, shas[0], shas[0], shas[1]),))
+    assert versions[gone.id] == Versions(shas[0], shas[0], shas[1])
+    assert versions[by_message(second, "KV4").id] == Versions(shas[0])
+    repo = "sgl-project/sglang"
+    paste = "ValueError: dense KV rows must match loc_2d size: 3"
+    [found, *_] = lookup(paste, SearchIndex.of_entries(second, repo, wordings=earlier_wordings(versions)))
+    assert (found.id, found.match) == (new.id, "message")
+    assert found.note == f"matched an earlier wording, raised by SGLang {shas[0]}; reworded in {shas[1]}"

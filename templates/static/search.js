@@ -520,6 +520,7 @@
 
     var evidence = new Map(); // error id: [template, frame, word]
     var matchedHow = new Map();
+    var notes = new Map(); // error id: the note of the form its template match is on
     var classFits = new Map();
     var known = new Map(); // error id: a result from a template record
     function slotOf(id) {
@@ -537,6 +538,7 @@
           if (value > slot[0]) {
             slot[0] = value;
             matchedHow.set(id, scored[1]);
+            notes.set(id, record.length > 6 ? record[6] : "");
             classFits.set(id, scored[2] === null || exception === null || sameClass(scored[2], exception, classes));
           }
           known.set(id, { id: id, title: record[2], message: record[2], exception: exception, kind: null, where: null });
@@ -614,11 +616,15 @@
     function howOf(id) {
       return matchedHow.get(id) || (evidence.get(id)[1] >= 0.9 ? "traceback" : "words");
     }
+    function noteOf(id, row) {
+      // An error no longer raised says so, whatever form it matched by.
+      return [matchedHow.has(id) ? notes.get(id) || "" : "", row && row.length > 5 ? row[5] : ""].filter(Boolean).join("; ");
+    }
 
     if (early) {
       var ready = [];
       for (var r = 0; r < results.length && known.has(results[r][3]); r++) {
-        ready.push(Object.assign({}, known.get(results[r][3]), { score: results[r][2], match: howOf(results[r][3]) }));
+        ready.push(Object.assign({}, known.get(results[r][3]), { score: results[r][2], match: howOf(results[r][3]), note: noteOf(results[r][3]) }));
       }
       if (ready.length) early(ready);
     }
@@ -637,6 +643,7 @@
         where: row[4],
         score: item[2],
         match: howOf(item[3]),
+        note: noteOf(item[3], row),
       };
     });
   }
@@ -727,6 +734,13 @@
         about.textContent =
           " " + (result.exception || "unknown exception") + (result.where ? " · " + result.where : "");
         item.append(link, about);
+        if (result.note) {
+          // The form it matched is not its message now: an earlier wording, and its releases.
+          var note = document.createElement("span");
+          note.className = "search-result-note";
+          note.textContent = " · " + result.note;
+          item.append(note);
+        }
         list.append(item);
       });
       output.replaceChildren(heading, list);
