@@ -4,8 +4,11 @@ Each release from `start` to `end`, oldest first, is read as a build of `pypi:<n
 reads it (`upstream.PypiSource`, the sites of each blob through the cache, `model.group_sites`)
 and folded into a ledger by `history.update_ledger`, as a build of each release in turn would
 fold it. No page is rendered. A blob that an earlier release (or an earlier run) already had is
-read from the sites cache, not parsed again, and a file the release before had at the same
-path with the same blob is not even read from the cache: what it gave is kept in memory.
+read from the sites cache, not parsed again. Each release is extracted whole, as a build would
+extract it: a raiser's call sites depend on the raisers every other file defines, so a file
+unchanged since the release before may give other sites (taking such files from the release
+before once left five errors of 0.5.19 to 0.5.23 retired in the ledger while every build raised
+them).
 
 The ledger being made is kept in the cache, in `backfill/<digest>/`, in the content folder's own
 format (`ledger/`, `changes.jsonl`, `upstream.json`), with `progress.json` listing the releases
@@ -32,9 +35,9 @@ from generator.cache import SiteCache, code_digest
 from generator.config import Config
 from generator.errors import DownloadError, ErrorkbError, SourceError
 from generator.files import write_atomic
-from generator.model import Change, LedgerRecord, Problem, Site, SourceFile, Upstream, group_sites
+from generator.model import Change, LedgerRecord, Upstream, group_sites
 from generator.pipeline import extract_upstream, extractor_version
-from generator.upstream import PypiSource, Source, release_versions, version_key
+from generator.upstream import PypiSource, release_versions, version_key
 
 PROGRESS_NAME = "progress.json"
 # The kinds of change each release's line counts; others (`rekeyed`, `split`: an id of one
@@ -112,15 +115,14 @@ def _backfill(
     resumed = len(steps)
     upstream = state.upstream()
     cache = SiteCache(cache_dir, extractor_version())
-    known: dict[tuple[str, str], tuple[Site, ...] | Problem] = {}
     if len(steps) < len(wanted):
         # The extractor (and libcst, 0.4 s to import) is imported here once, so that the workers
         # each release forks to parse its new blobs find it imported instead of importing it.
         import generator.extract  # noqa: F401
     for version in wanted[len(steps) :]:
-        step, folded = fold_release(config, name, version, cache_dir, cache, records, jobs, known)
+        step, folded = fold_release(config, name, version, cache_dir, cache, records, jobs)
         if folded is not None:
-            upstream, update, known = folded
+            upstream, update = folded
             records = update.records
             lines = history.ledger_lines(records, lines)
             changes = [history.change_line(change) for change in update.changes] + changes
@@ -142,12 +144,12 @@ def fold_release(
     cache: SiteCache,
     records: Mapping[str, LedgerRecord],
     jobs: int | None,
-    known: Mapping[tuple[str, str], tuple[Site, ...] | Problem],
-) -> tuple[ReleaseStep, tuple[Upstream, history.LedgerUpdate, dict[tuple[str, str], tuple[Site, ...] | Problem]] | None]:
-    """One release folded into `records` as its build would fold it; its step, the update and
-    what each of its files gave (by path and blob), or a skipped step and None when the release
-    cannot be read. `known`: what the files of the release before gave, so that a file unchanged
-    since (same path, same blob) is not even read from the cache again."""
+) -> tuple[ReleaseStep, tuple[Upstream, history.LedgerUpdate] | None]:
+    """One release folded into `records` as its build would fold it: its step and the update,
+    or a skipped step and None when the release cannot be read. Its files are extracted as a
+    build extracts them (`pipeline.extract_upstream`, the sites cache, then parsing what it
+    lacks), whole: the call sites of a raiser depend on the raisers every other file defines,
+    so a file unchanged since the release before may still give other sites."""
     try:
         source = PypiSource(name, version, config, cache_dir)
     except DownloadError:
@@ -156,9 +158,9 @@ def fold_release(
         return ReleaseStep(version, skipped=str(error)), None
     files = source.files()
     upstream = source.upstream
-    results, parsed = extract_files(source, known, cache, cache_dir, jobs)
-    sites = tuple(site for result in results.values() if not isinstance(result, Problem) for site in result)
-    entries = group_sites(sites, upstream.repo)
+    parsed = len({file.blob_sha for file in files if not cache.holds(file.blob_sha)})
+    extraction = extract_upstream(source, cache_dir, jobs=jobs)
+    entries = group_sites(extraction.sites, upstream.repo)
     blobs = {file.path: file.blob_sha for file in files}
     update = history.update_ledger(records, entries, upstream, blobs)
     counts = Counter(change.change for change in update.changes)
@@ -169,47 +171,10 @@ def fold_release(
         files=len(files),
         parsed=parsed,
         errors=len(entries),
-        unparsable=sum(1 for result in results.values() if isinstance(result, Problem)),
+        unparsable=len(extraction.problems),
         changes=tuple(sorted(counts.items())),
     )
-    return step, (upstream, update, results)
-
-
-def extract_files(
-    source: Source, known: Mapping[tuple[str, str], tuple[Site, ...] | Problem], cache: SiteCache, cache_dir: Path, jobs: int | None
-) -> tuple[dict[tuple[str, str], tuple[Site, ...] | Problem], int]:
-    """What each file of `source` gives, by path and blob, in the source's order (the order of
-    `pipeline.extract_upstream`): from `known` where an earlier release had the same file, else
-    through `extract_upstream` (the sites cache, then parsing what it lacks); and how many
-    blobs had to be parsed."""
-    files = source.files()
-    unseen = tuple(file for file in files if (file.path, file.blob_sha) not in known)
-    parsed = len({file.blob_sha for file in unseen if not cache.holds(file.blob_sha)})
-    found: dict[str, list[Site]] = {}
-    problems: dict[str, Problem] = {}
-    if unseen:
-        extraction = extract_upstream(_Files(source, unseen), cache_dir, jobs=jobs)
-        for site in extraction.sites:
-            found.setdefault(site.path, []).append(site)
-        problems = {problem.path: problem for problem in extraction.problems}
-    results: dict[tuple[str, str], tuple[Site, ...] | Problem] = {}
-    for file in files:
-        key = (file.path, file.blob_sha)
-        results[key] = known[key] if key in known else problems.get(file.path) or tuple(found.get(file.path, ()))
-    return results, parsed
-
-
-class _Files(Source):
-    """Some of the files of a source."""
-
-    def __init__(self, source: Source, files: tuple[SourceFile, ...]) -> None:
-        self.upstream, self._source, self._files = source.upstream, source, files
-
-    def files(self) -> tuple[SourceFile, ...]:
-        return self._files
-
-    def read(self, file: SourceFile) -> bytes:
-        return self._source.read(file)
+    return step, (upstream, update)
 
 
 class BackfillState:

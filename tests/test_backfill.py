@@ -25,6 +25,22 @@ from generator.model import Change, LedgerRecord, Upstream
 from generator.upstream import release_versions, version_key
 
 SERVER_ARGS = "sglang/srt/server_args.py"
+# A raiser, and a file that calls it and never changes: when the raiser raises another class,
+# the caller's call site is another error though the caller's blob is the same.
+RAISER = {
+    "sglang/srt/utils/fail.py": """\
+        def fail(message):
+            raise ValueError(message)
+        """,
+    "sglang/srt/checks.py": """\
+        from sglang.srt.utils.fail import fail
+
+        def check_config(config):
+            if config is None:
+                fail("checks need a config")
+        """,
+}
+RAISER_LATER = {**RAISER, "sglang/srt/utils/fail.py": RAISER["sglang/srt/utils/fail.py"].replace("ValueError", "RuntimeError")}
 
 # Four releases: a wheel, an sdist only, a binary wheel only, and a wheel again. Between them a
 # message is reworded, one moves to another file, one is retired and one added.
@@ -43,6 +59,7 @@ RELEASES = {
                 def check_pp(self):
                     raise NotImplementedError("pipeline parallel is not supported with LoRA")
             """,
+        **RAISER,
     },
     "1.1rc0": {
         SERVER_ARGS: """\
@@ -55,6 +72,7 @@ RELEASES = {
                     if self.tp_size < 1:
                         raise ValueError(f"KV rows must match loc_2d size: {self.tp_size}")
             """,
+        **RAISER,
     },
     "1.1": {
         SERVER_ARGS: """\
@@ -69,6 +87,7 @@ RELEASES = {
                     return
                 raise RuntimeError("KV4 is not tested on non-CUDA platforms.")
             """,
+        **RAISER_LATER,
     },
     "1.1.post1": {
         SERVER_ARGS: """\
@@ -86,6 +105,7 @@ RELEASES = {
                     return
                 raise RuntimeError("KV4 is not tested on non-CUDA platforms.")
             """,
+        **RAISER_LATER,
     },
 }
 KINDS = {"1.0": "wheel", "1.1rc0": "sdist", "1.1": "binary", "1.1.post1": "wheel"}
@@ -176,11 +196,13 @@ def test_backfill_leaves_the_ledger_successive_builds_leave(tmp_path, index):
     built = successive_builds(tmp_path, index, VERSIONS)
     assert history_bytes(content) == history_bytes(built)
     assert [(s.version, s.revision, s.files, s.skipped) for s in steps] == [
-        ("1.0", "v1.0", 2, ""), ("1.1rc0", "v1.1rc0", 2, ""), ("1.1", "v1.1", 3, ""), ("1.1.post1", "v1.1.post1", 3, ""),
+        ("1.0", "v1.0", 4, ""), ("1.1rc0", "v1.1rc0", 4, ""), ("1.1", "v1.1", 5, ""), ("1.1.post1", "v1.1.post1", 5, ""),
     ]
-    assert [dict(s.changes) for s in steps] == [{}, {"reworded": 1, "retired": 1}, {"moved": 1}, {"added": 1}]
+    # At 1.1 the raiser raises another class: its own site and the call site of the unchanged
+    # file are new errors, the old ones retired.
+    assert [dict(s.changes) for s in steps] == [{}, {"reworded": 1, "retired": 1}, {"added": 2, "moved": 1, "retired": 2}, {"added": 1}]
     # Each blob is parsed once: 1.1.post1 only has a new server_args.py.
-    assert [s.parsed for s in steps] == [2, 1, 2, 1]
+    assert [s.parsed for s in steps] == [4, 1, 3, 1]
     assert result.resumed == 0
 
 
