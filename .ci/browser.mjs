@@ -148,9 +148,10 @@ async function search(root, pastedFile) {
   });
 }
 
-// The real-report set (tests/data/real_reports.json): each labelled report's page first, as a
-// share; reports SGLang no longer raises (no `expect`) are left out. Every miss is listed;
-// fails when the share is below MIN (default 0).
+// A set of pastes with the page each should find (tests/data/real_reports.json, the real
+// reports; tests/data/old_pastes.json, messages as older releases worded them): each labelled
+// paste's page first, as a share; pastes without `expect` (reports SGLang no longer raises) are
+// left out. Every miss is listed; fails when the share is below MIN (default 0).
 async function reports(root, reportsFile, min = "0") {
   const cases = JSON.parse(readFileSync(reportsFile, "utf8"));
   await withBrowser(root, async (browser, base) => {
@@ -162,7 +163,7 @@ async function reports(root, reportsFile, min = "0") {
       labelled += 1;
       const first = await firstResult(page, base, item.paste);
       if (first === `/errors/${item.expect}/`) passed += 1;
-      else misses.push(`reports: real_reports.json[${number}] ${item.url} ${JSON.stringify(item.paste.slice(0, 70))}: first result ${first ?? "none"}, expected /errors/${item.expect}/`);
+      else misses.push(`reports: ${path.basename(reportsFile)}[${number}] ${item.url ?? "release " + item.release} ${JSON.stringify(item.paste.slice(0, 70))}: first result ${first ?? "none"}, expected /errors/${item.expect}/`);
     }
     for (const line of misses) console.log(line);
     const share = labelled ? passed / labelled : 1;

@@ -451,12 +451,13 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
     return template_matcher(entry.template)
 
 
-def _template_row(entry: ErrorEntry, matcher: _Matcher, note: str = "") -> str:
+def _template_row(entry: ErrorEntry, matcher: _Matcher, note: str = "", retired: bool = False) -> str:
     """A template row of a token shard: the error, its exception and title, and the matcher;
     then, for a form of the error other than its message that a lookup should name (an
-    earlier wording: `history.earlier_wordings`), what to say of it."""
+    earlier wording: `history.earlier_wordings`), what to say of it; then 1 for an error no
+    longer raised, which a lookup ranks after the errors raised now that match as well."""
     row = [entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)]
-    return _json([*row, note] if note else row)
+    return _json([*row, note, 1] if retired else [*row, note] if note else row)
 
 
 def template_matcher(template: Template) -> _Matcher | None:
@@ -795,7 +796,7 @@ class IndexState(BlobState):
                     self.anchor_counts[word] = self.anchor_counts.get(word, 0) + 1
                     self.anchor_users.setdefault(word, set()).add(entry.id)
                 touched.anchors.update(anchors)
-                rows[entry.id] = _template_row(entry, matcher)
+                rows[entry.id] = _template_row(entry, matcher, retired=entry.id in self._retired)
             # Rows written as `encode` writes them, from quoted strings: a site is two rows.
             by_path: dict[str, list[str]] = {}
             by_name: dict[str, list[str]] = {}
@@ -1127,7 +1128,8 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
 
     Then ranked in tiers: first an error the traceback shows raised (its raising frame is the
     site's function and statement), then those explained by their message or frame and raised
-    as an exception the paste names (or names none), then the rest, each tier by score.
+    as an exception the paste names (or names none), those raised now before those no longer
+    raised, then the rest, each tier by score.
     """
     manifest = index.manifest
     words = query_tokens(paste)
@@ -1137,6 +1139,7 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     evidence: dict[str, list[float]] = {}  # error id: [template, frame, word]
     matched_how: dict[str, str] = {}  # error id: "message" or "beginning"
     notes: dict[str, str] = {}  # error id: the note of the form its template match is on
+    retired: set[str] = set()  # errors no longer raised, among those a template matched
     class_fits: dict[str, bool] = {}  # error id: its exception is the one the paste names
 
     for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in shard_tokens(paste, words)), "none"]):
@@ -1150,6 +1153,8 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
                     matched_how[error_id] = how
                     notes[error_id] = row[6] if len(row) > 6 else ""
                     class_fits[error_id] = form_exception is None or exception is None or same_class(form_exception, exception, classes)
+                if len(row) > 7 and row[7]:
+                    retired.add(error_id)
 
     # Words: BM25, normalised by the weight of the query's known words so 1.0 is "all of them".
     totals: dict[str, float] = {}
@@ -1206,10 +1211,13 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         score = round(template + frame_value + word, 6)
         if score >= manifest["min_score"]:
             fits = (template >= 1.0 and class_fits[error_id]) or error_id in raised
-            results.append((error_id not in raised, not fits, -score, error_id, score))
+            # An error raised now that the message explains comes before one no longer raised:
+            # a user of an old release who pastes a message both explain is best served by the
+            # page of what it is now; the retired one follows, saying since when it is gone.
+            results.append((error_id not in raised, not fits, fits and error_id in retired, -score, error_id, score))
     results.sort()
     candidates = []
-    for _raised, _fits, _negative, error_id, score in results[:limit]:
+    for _raised, _fits, _retired, _negative, error_id, score in results[:limit]:
         shard = index.piece(f"e/{bucket(error_id, manifest['entry_buckets'])}.json")
         exception, kind, title, has_message, place, *status = shard[error_id]
         how = matched_how.get(error_id) or ("traceback" if evidence[error_id][1] >= 0.9 else "words")

@@ -3,8 +3,10 @@ committed in order into a git repository and read back through the git source.""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,7 @@ from generator.config import Config
 from generator.history import carry_curated, resolve, update_ledger
 from generator.model import Curated, group_sites
 from generator.pipeline import extract_upstream
-from generator.upstream import open_source
+from generator.upstream import open_source, version_key
 from tests import conftest
 
 pytestmark = pytest.mark.real
@@ -94,3 +96,52 @@ def test_real_rewordings_become_aliases_and_curated_text_follows(real_history, o
     written = Curated(old.id, f"content/errors/{old.id}.yaml", old.message, "Why.", (), None, (), None, (), None)
     carried = carry_curated({old.id: written}, update.records)[new.id]
     assert (carried.explanation, carried.review) == ("Why.", True)
+
+
+@pytest.fixture(scope="module")
+def history_index(sglang):
+    """The search index a build makes from 0.5.23 and the committed ledger of every release."""
+    from generator.history import earlier_wordings, load_ledger, retired_entries, versions_of
+    from generator.search import SearchIndex
+
+    records = load_ledger(Path(__file__).parent.parent / "content")
+    versions = versions_of(records)
+    retired, notes = retired_entries(records, versions)
+    entries = group_sites(sglang.sites, sglang.upstream.repo)
+    return records, versions, SearchIndex.of_entries(entries + retired, sglang.upstream.repo, (), None, earlier_wordings(versions), notes)
+
+
+def test_the_committed_ledger_covers_every_release_from_0_3_0(history_index):
+    """`errorkb backfill` folded every release from 0.3.0 into the committed ledger: KV4 was
+    first raised by 0.5.7, and errors retired before 0.5.23 keep their last message."""
+    records, versions, _ = history_index
+    kv4 = next(r for r in records.values() if r.message == "KV4 is not tested on non-CUDA platforms.")
+    assert (kv4.status, versions[kv4.id].first) == ("active", "v0.5.7")
+    assert min(versions.values(), key=lambda v: version_key(v.first.lstrip("v"))).first == "v0.3.0"
+    assert sum(r.status == "retired" for r in records.values()) > 5000
+
+
+def test_a_message_worded_as_an_older_release_worded_it_finds_its_page(history_index):
+    """Issue #17: the wording of 0.5.18 puts the error first, as an exact match of its earlier
+    wording, and names the release that reworded it; and 100 messages drawn from releases 0.3.x
+    to 0.5.x whose wording changed later (`data/old_pastes.json`, made by
+    `data/make_old_pastes.py`) land first at least 95 times."""
+    from generator.search import lookup
+
+    _, _, index = history_index
+    [found, *_] = lookup("ValueError: KDA num_heads (64) must be divisible by global tp_size (3)", index)
+    assert (found.title, found.match) == ("KDA num_heads ({num_heads}) must be divisible by shard tp_size ({tp_size})", "message")
+    assert found.note == "matched an earlier wording, raised by SGLang 0.5.17 to 0.5.18; reworded in 0.5.19"
+    pastes = json.loads((Path(__file__).parent / "data" / "old_pastes.json").read_text())
+    assert len(pastes) == 100 and all(version_key(p["release"]) < version_key("0.5.23") for p in pastes)
+    first = sum(bool(found) and found[0].id == p["expect"] for p in pastes for found in [lookup(p["paste"], index, limit=1)])
+    assert first >= 95
+
+
+def test_an_error_no_longer_raised_is_found_and_says_since_when(history_index):
+    from generator.search import lookup
+
+    records, _, index = history_index
+    [found, *_] = lookup("ValueError: HiRadixCache only supports MHA, MLA, DSA, and MSA models", index)
+    assert records[found.id].status == "retired"
+    assert found.note == "no longer raised: SGLang 0.5.15 to 0.5.20, retired in 0.5.21"

@@ -521,6 +521,7 @@
     var evidence = new Map(); // error id: [template, frame, word]
     var matchedHow = new Map();
     var notes = new Map(); // error id: the note of the form its template match is on
+    var retired = new Set(); // errors no longer raised, among those a template matched
     var classFits = new Map();
     var known = new Map(); // error id: a result from a template record
     function slotOf(id) {
@@ -541,6 +542,7 @@
             notes.set(id, record.length > 6 ? record[6] : "");
             classFits.set(id, scored[2] === null || exception === null || sameClass(scored[2], exception, classes));
           }
+          if (record.length > 7 && record[7]) retired.add(id);
           known.set(id, { id: id, title: record[2], message: record[2], exception: exception, kind: null, where: null });
         }
       });
@@ -606,11 +608,12 @@
       var score = round6(slot[0] + slot[1] + word);
       if (score >= manifest.min_score) {
         var fits = (slot[0] >= 1 && classFits.get(id)) || raised.has(id);
-        results.push([raised.has(id) ? 0 : 1, fits ? 0 : 1, score, id]);
+        // Raised now before no longer raised, among those the message explains.
+        results.push([raised.has(id) ? 0 : 1, fits ? 0 : 1, score, id, fits && retired.has(id) ? 1 : 0]);
       }
     });
     results.sort(function (a, b) {
-      return a[0] - b[0] || a[1] - b[1] || b[2] - a[2] || compareIds(a[3], b[3]);
+      return a[0] - b[0] || a[1] - b[1] || a[4] - b[4] || b[2] - a[2] || compareIds(a[3], b[3]);
     });
     results = results.slice(0, limit);
     function howOf(id) {
