@@ -87,7 +87,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # History: the ledger, with moved and retired ids. Then the search index, in another
         # process: it finds an error by the forms curated entries say users see it in, by the
         # wordings of its earlier ids, and an error no longer raised by its last message.
-        past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir)
+        supersedes = {error: entry.supersedes for error, entry in loaded.items() if entry.supersedes}
+        past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir, supersedes)
         versions = history.versions_of(past.records)
         retired, retired_notes = history.retired_entries(past.records, versions)
         (search,) = workers.background(

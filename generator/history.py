@@ -365,6 +365,33 @@ def places(sites: Iterable[Site], blobs: Mapping[str, str]) -> tuple[tuple[str, 
     return tuple((site.path, site.line, site.end_line, blobs.get(site.path)) for site in sites)
 
 
+def merge_superseded(records: Mapping[str, LedgerRecord], supersedes: Mapping[str, tuple[str, ...]]) -> dict[str, LedgerRecord]:
+    """The ledger with each retired id a curated entry says its error continues (`supersedes`:
+    the error's id -> those ids) recorded as moved to it, as a rewording the ledger paired
+    itself is: its page leads to the error, and its last message becomes an earlier wording.
+    Ids already moved there stay; `ContentError` lists every id that is not a retired id of the
+    ledger, or an error that is not raised now."""
+    merged = dict(records)
+    problems = []
+    for error, olds in sorted(supersedes.items()):
+        target = merged.get(error)
+        if target is None or target.status != "active":
+            problems.append(f"{error}: supersedes: the error itself is not raised at this revision")
+            continue
+        for old in olds:
+            record = merged.get(old)
+            if record is not None and record.status == "moved" and resolve(merged, old) == error:
+                continue
+            if record is None or record.status != "retired":
+                problems.append(f"{error}: supersedes: {old} is not a retired id of the ledger ({record.status if record else 'unknown'})")
+                continue
+            merged[old] = replace(record, status="moved", moved_to=error)
+            target = merged[error] = replace(target, aliases=tuple(sorted({*target.aliases, old})))
+    if problems:
+        raise ContentError("\n".join(problems))
+    return merged
+
+
 def pinned_upstream(record: LedgerRecord, upstream: Upstream) -> Upstream:
     """The upstream a record's page names and links to: its pin, or `upstream` without one.
     Only the repo, revision and date are kept, since nothing else may differ between builds
@@ -642,12 +669,16 @@ def build_history(
     blobs: Mapping[str, str] | None = None,
     codes: Mapping[str, str] | None = None,
     cache_dir: Path | None = None,
+    supersedes: Mapping[str, tuple[str, ...]] | None = None,
 ) -> BuildHistory:
     """Fold this revision into the ledger stored in `content/` (read, not yet written);
     `blobs` maps each upstream path to its blob sha, `codes` ids to their code fingerprints
-    where already known (see `update_ledger`)."""
+    where already known (see `update_ledger`); `supersedes` the retired ids curated entries say
+    their errors continue (`merge_superseded`)."""
     previous, lines, changes = load_history(content, cache_dir)
     update = update_ledger(previous, entries, upstream, blobs, codes)
+    records = merge_superseded(update.records, supersedes or {})
+    update = LedgerUpdate(records, update.changes)
     inactive = tuple(
         replace(record, moved_to=resolve(update.records, record.id)) if record.status == "moved" else record
         for _, record in sorted(update.records.items())

@@ -452,6 +452,8 @@ class Curated:
     # Other forms users see it in (a class's `__str__`, a log line wrapping it), as templates
     # with `{placeholders}`: searched as the message is.
     printed: tuple[str, ...] = ()
+    # Retired ids this error continues, paired by a curator where the ledger could not.
+    supersedes: tuple[str, ...] = ()
 
 
 @record

@@ -120,6 +120,15 @@ class CuratedSchema(CuratedText):
     review: bool = Field(
         default=False, description="True when the text was carried over from a reworded message and waits for a human."
     )
+    supersedes: list[Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]] = Field(
+        default_factory=list,
+        description="Ids of errors no longer raised that this error continues, when the ledger could not pair "
+        "them as rewordings (their text changed too much, or the check moved to another function): the same "
+        "check, as an older release wrote it. The build records each as moved to this error, so its last "
+        "message is searched as an earlier wording of this one and its page leads here. Each must be a "
+        "retired id of the ledger; above each, a YAML comment names the release the ledger last saw it in, its "
+        "file:line and the old raising statement, for the reviewer to read in that release.",
+    )
     printed: list[NonBlank] = Field(
         default_factory=list,
         description="Other forms in which users see the error, each as a template with `{placeholders}`, "
@@ -396,6 +405,7 @@ def _record(schema: CuratedSchema, path: str) -> Curated:
         review=schema.review,
         written_for=schema.written_for,
         printed=tuple(schema.printed),
+        supersedes=tuple(schema.supersedes),
         **_texts(schema),
     )
 

@@ -320,3 +320,26 @@ def test_a_scaffold_of_a_message_over_several_lines_is_valid_yaml():
     text = scaffold_text(entry, "0123456789abcdef", Upstream("o/r", "git:x@y", "y", "2026-01-01T00:00:00Z"))
     assert "\n#       second line" in text
     assert YAML(typ="safe").load(text)["id"] == entry.id
+
+
+@pytest.mark.real
+def test_supersedes_names_only_retired_ids_of_the_ledger(tmp_path, capsys):
+    """`supersedes` may only name retired ids of the ledger: check says which others are not,
+    with the file and line, as the build would refuse them."""
+    import shutil
+
+    root = Path(__file__).parent.parent / "content"
+    shutil.copytree(root / "ledger", tmp_path / "ledger")
+    (tmp_path / "errors").mkdir()
+    text = (root / "errors" / f"{KV4}.yaml").read_text()
+    retired = "3d4d2e1b779ca03c"  # alloc_req_slots in ScheduleBatch, retired in 0.5.4
+    (tmp_path / "errors" / f"{KV4}.yaml").write_text(text + f"supersedes:\n  - \"{retired}\"\n  - \"0123456789abcdef\"\n  - \"{KV4}\"\n")
+    code, _, err = run(capsys, "check", "--content", str(tmp_path))
+    path = tmp_path / "errors" / f"{KV4}.yaml"
+    problems = [line for line in err.splitlines() if "'supersedes'" in line]
+    line = text.count("\n") + 1
+    assert problems == [
+        f"{path}:{line}: 'supersedes': 0123456789abcdef is not a retired id of the ledger (unknown)",
+        f"{path}:{line}: 'supersedes': {KV4} is not a retired id of the ledger (active)",
+    ]
+    assert code == 1

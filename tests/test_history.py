@@ -325,3 +325,30 @@ def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history
     [found, *_] = lookup(paste, SearchIndex.of_entries(second, repo, wordings=earlier_wordings(versions)))
     assert (found.id, found.match) == (new.id, "message")
     assert found.note == f"matched an earlier wording, raised by SGLang {shas[0]}; reworded in {shas[1]}"
+
+
+def test_a_curated_supersedes_pairs_a_retired_id_the_ledger_could_not(history):
+    """A curator says an error continues a retired one (the text changed too much for the
+    ledger to pair them): the retired id moves to it, its last message becomes an earlier
+    wording, and a paste of that message finds the error. Ids that are not retired fail with
+    every problem listed."""
+    from generator.errors import ContentError
+    from generator.history import merge_superseded
+    from generator.search import SearchIndex, lookup
+
+    shas, first, second, _, two = history
+    gone, kept = by_message(first, "pipeline parallel"), by_message(second, "KV4")
+    merged = merge_superseded(two.records, {kept.id: (gone.id,)})
+    assert (merged[gone.id].status, merged[gone.id].moved_to, merged[kept.id].aliases) == ("moved", kept.id, (gone.id,))
+    assert merge_superseded(merged, {kept.id: (gone.id,)}) == merged  # already moved there: the same
+    versions = versions_of(merged)
+    assert [w.message for w in versions[kept.id].wordings] == ["pipeline parallel is not supported with LoRA"]
+    paste = "NotImplementedError: pipeline parallel is not supported with LoRA"
+    [found, *_] = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), None, earlier_wordings(versions)))
+    assert found.id == kept.id and found.note.startswith("matched an earlier wording")
+    with pytest.raises(ContentError) as failed:
+        merge_superseded(two.records, {kept.id: ("0123456789abcdef", by_message(second, "KV rows").id)})
+    assert str(failed.value).splitlines() == [
+        f"{kept.id}: supersedes: 0123456789abcdef is not a retired id of the ledger (unknown)",
+        f"{kept.id}: supersedes: {by_message(second, 'KV rows').id} is not a retired id of the ledger (active)",
+    ]

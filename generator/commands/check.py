@@ -33,7 +33,7 @@ from generator.audit import (
 from generator.commands.common import add_source_options, config_of, source_of
 from generator.commands.content_options import add_content_option, content_of, entries_of
 from generator.content import ContentProblem, read_content, read_families
-from generator.errors import EXIT_PARTIAL, ErrorkbError
+from generator.errors import EXIT_PARTIAL, ContentError, ErrorkbError
 from generator.history import load_ledger
 
 
@@ -77,6 +77,21 @@ def add_parser(subcommands) -> None:
     parser.set_defaults(run=run)
 
 
+def superseded_problems(files: dict, ledger: dict) -> list[ContentProblem]:
+    """Each `supersedes` id that is not a retired id of the ledger (nor one already moved to
+    the entry), as the build would refuse it (`history.merge_superseded`)."""
+    from generator.history import merge_superseded
+
+    problems = []
+    for error, file in sorted(files.items()):
+        if file.curated.supersedes:
+            try:
+                merge_superseded(ledger, {error: file.curated.supersedes})
+            except ContentError as failed:
+                problems.extend(ContentProblem(file.curated.path, file.line("supersedes"), "supersedes", line.split(": ", 2)[-1]) for line in str(failed).splitlines())
+    return problems
+
+
 def run(args: argparse.Namespace) -> int:
     from generator.flags import flag_problems, server_arguments
 
@@ -104,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         *flag_problems(files, arguments),
         *flag_problems(family_files, arguments),
         *(ContentProblem(path, family_files[name].line("match"), "match", problem) for name, path, problem in family_problems(assignment, family_files)),
+        *superseded_problems(files, ledger),
     ]
     orphans = content_orphans(folder, entries, ledger)
     current = fingerprints([entries[error] for error in curated], source)
