@@ -91,12 +91,14 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir, supersedes)
         versions = history.versions_of(past.records)
         retired, retired_notes = history.retired_entries(past.records, versions)
-        (search,) = workers.background(
+        # The ledger's bytes follow in that process; the shared pages have one of their own.
+        search, history_files = workers.background(
             [
                 partial(
                     pages.search_files, entries + retired, repo, inputs.cache_dir, made_from, extraction.classes, printed_forms(loaded),
                     history.earlier_wordings(versions), retired_notes,
-                )
+                ),
+                partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision, past.fresh, past.earlier),
             ],
             jobs,
             len(entries),
@@ -107,13 +109,12 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir, made_from)
         stale = articles.stale_curated(curated, by_id, source, made_from, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        # Home, recent changes and the API's index, the family pages, then the ledger's bytes,
-        # in another process.
-        shared, family_pages, history_files = workers.background(
+        # Home, the changes by release and the API's index, then the family pages, in another
+        # process.
+        shared, family_pages = workers.background(
             [
-                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records)),
+                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records), inputs.cache_dir),
                 partial(pages.family_files, families, by_id, info),
-                partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision),
             ],
             jobs,
             len(entries),

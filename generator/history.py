@@ -147,15 +147,21 @@ def history_files(
     known: Mapping[str, tuple[tuple, str]] | None = None,
     cache_dir: Path | None = None,
     revision: str | None = None,
+    fresh: int | None = None,
+    earlier: bytes = b"",
 ) -> dict[str, bytes]:
     """The ledger's files (`ledger_files`) and the change list's, by path under `content/`.
     With `cache_dir` and the `revision` the build records as built, what `load_history` will
     read back from these files is kept in the cache under their digest, so the next build
-    need not parse them."""
+    need not parse them. With `fresh`, only the first `fresh` changes are encoded, the rest
+    being the change list read (`earlier`, its bytes)."""
     lines: dict[str, tuple[tuple, str]] | None = {} if cache_dir is not None else None
     files = ledger_files(records, known, lines)
     changes = tuple(changes)
-    files[CHANGES_NAME] = changes_file(change_line(change) for change in changes)
+    if fresh is None:
+        files[CHANGES_NAME] = changes_file(change_line(change) for change in changes)
+    else:
+        files[CHANGES_NAME] = changes_file(change_line(change) for change in changes[:fresh]) + earlier
     if cache_dir is not None:
         path = _history_cache(cache_dir, files, revision)
         write_cache(path, state_bytes((dict(records), lines, changes)))
@@ -365,12 +371,14 @@ def places(sites: Iterable[Site], blobs: Mapping[str, str]) -> tuple[tuple[str, 
     return tuple((site.path, site.line, site.end_line, blobs.get(site.path)) for site in sites)
 
 
-def merge_superseded(records: Mapping[str, LedgerRecord], supersedes: Mapping[str, tuple[str, ...]]) -> dict[str, LedgerRecord]:
+def merge_superseded(records: Mapping[str, LedgerRecord], supersedes: Mapping[str, tuple[str, ...]], strict: bool = True) -> dict[str, LedgerRecord]:
     """The ledger with each retired id a curated entry says its error continues (`supersedes`:
     the error's id -> those ids) recorded as moved to it, as a rewording the ledger paired
     itself is: its page leads to the error, and its last message becomes an earlier wording.
-    Ids already moved there stay; `ContentError` lists every id that is not a retired id of the
-    ledger, or an error that is not raised now."""
+    Ids already moved there stay. `ContentError` lists every id that is not a retired id of the
+    ledger, or an error that is not raised now; not `strict` (a build), those are left out, as
+    a ledger without the history they name (another upstream, a first build) is no error of
+    the content: `check` reports them against the committed ledger."""
     merged = dict(records)
     problems = []
     for error, olds in sorted(supersedes.items()):
@@ -387,7 +395,7 @@ def merge_superseded(records: Mapping[str, LedgerRecord], supersedes: Mapping[st
                 continue
             merged[old] = replace(record, status="moved", moved_to=error)
             target = merged[error] = replace(target, aliases=tuple(sorted({*target.aliases, old})))
-    if problems:
+    if problems and strict:
         raise ContentError("\n".join(problems))
     return merged
 
@@ -660,6 +668,10 @@ class BuildHistory:
     inactive: tuple[LedgerRecord, ...]
     changes: tuple[Change, ...]
     lines: Mapping[str, tuple[tuple, str]] = field(default_factory=dict)
+    # How many of `changes` this build made, and the bytes of the change list it read, which
+    # hold the rest as written: 47,000 lines are not encoded again on every build.
+    fresh: int | None = None
+    earlier: bytes = b""
 
 
 def build_history(
@@ -677,14 +689,16 @@ def build_history(
     their errors continue (`merge_superseded`)."""
     previous, lines, changes = load_history(content, cache_dir)
     update = update_ledger(previous, entries, upstream, blobs, codes)
-    records = merge_superseded(update.records, supersedes or {})
+    records = merge_superseded(update.records, supersedes or {}, strict=False)
     update = LedgerUpdate(records, update.changes)
     inactive = tuple(
         replace(record, moved_to=resolve(update.records, record.id)) if record.status == "moved" else record
         for _, record in sorted(update.records.items())
         if record.status != "active"
     )
-    return BuildHistory(update.records, inactive, update.changes + changes, lines)
+    path = content / CHANGES_NAME
+    earlier = path.read_bytes() if path.exists() else b""
+    return BuildHistory(update.records, inactive, update.changes + changes, lines, len(update.changes), earlier)
 
 
 def save_history(content: Path, history: BuildHistory, upstream: Upstream, files: Mapping[str, bytes] | None = None) -> None:

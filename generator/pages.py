@@ -118,12 +118,20 @@ def listed_files(
     info: render.OutputInfo,
     changes: tuple[Change, ...],
     revisions: tuple[str, ...] = (),
+    cache_dir: Path | None = None,
 ) -> list[tuple[str, bytes]]:
     """`render.render_shared` of `derive.listed_errors`, but the browse pages (`browse_files`),
     as a list, to be made in another process: the same files as of the full articles, without
-    waiting for them. `revisions` are the releases the ledger names, each with a page."""
+    waiting for them. `revisions` are the releases the ledger names, each with a page. With
+    `cache_dir`, a release page whose changes did not change since the last build is not
+    rendered again (`PageMemo`): a ledger of every release names 47,000 changes."""
     listed = derive.listed_errors(entries, curated, ledger)
-    return list(render.render_shared(listed, info, changes, browse=False, revisions=revisions))
+    if cache_dir is None:
+        return list(render.render_shared(listed, info, changes, browse=False, revisions=revisions))
+    memo = PageMemo(kept(cache_dir, "shared", [render.templates_digest()]))
+    files = list(render.render_shared(listed, info, changes, listed=memo.render, browse=False, revisions=revisions))
+    memo.save()
+    return files
 
 
 def family_files(families: Mapping[str, Family], by_id: Mapping[str, ErrorEntry], info: render.OutputInfo) -> list[tuple[str, bytes]]:

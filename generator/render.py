@@ -756,7 +756,7 @@ def render_shared(
         # A release's page names no build's revision: it changes only when the ledger does.
         page = _page(path, info, f"SGLang {name}: changed errors", f"Errors SGLang {name} added, reworded, moved or retired.", f"../../api/releases/{name}.json", revision=False)
         groups = [(kind, [(c, shorten(c.message or titles.get(c.id, c.id))) for c in found if c.change == kind]) for kind in CHANGE_KINDS if kind in count]
-        yield path, release_template.render(ReleasePage(**page, release=name, revision=revision, date=date, groups=groups)).encode()
+        yield path, listed(release_template, ReleasePage(**page, release=name, revision=revision, date=date, groups=groups))
         yield f"api/releases/{name}.json", api.dumps(api.release_document(name, revision, date, found))
         sitemap.add(f"releases/{name}/")
     yield "api/releases/index.json", api.dumps(
