@@ -332,7 +332,9 @@ def test_supersedes_names_only_retired_ids_of_the_ledger(tmp_path, capsys):
     shutil.copytree(root / "ledger", tmp_path / "ledger")
     (tmp_path / "errors").mkdir()
     text = (root / "errors" / f"{KV4}.yaml").read_text()
-    retired = "3d4d2e1b779ca03c"  # alloc_req_slots in ScheduleBatch, retired in 0.5.4
+    from generator.history import load_ledger
+
+    retired = next(r.id for r in sorted(load_ledger(root).values(), key=lambda r: r.id) if r.status == "retired")
     (tmp_path / "errors" / f"{KV4}.yaml").write_text(text + f"supersedes:\n  - \"{retired}\"\n  - \"0123456789abcdef\"\n  - \"{KV4}\"\n")
     code, _, err = run(capsys, "check", "--content", str(tmp_path))
     path = tmp_path / "errors" / f"{KV4}.yaml"
