@@ -104,6 +104,7 @@ def _versions(versions: Versions | None) -> dict | None:
         "last": versions.last,
         "retired_in": versions.retired_in or None,
         "wordings": [{"message": w.message, "first": w.first, "last": w.last, "reworded_in": w.reworded_in or None} for w in versions.wordings],
+        "places": [{"path": p.path, "line": p.line, "function": p.function, "first": p.first, "moved_in": p.moved_in} for p in versions.places],
     }
 
 
@@ -343,12 +344,28 @@ def error_schema(base_url: str) -> dict:
                     "description": "The releases that raised the error, as the ledger (`content/ledger/`) knows them, named by "
                     "upstream's tags (or commits): the first (the earliest of its own and of the earlier ids reworded into it), "
                     "the last (null while the newest build raises it), the one it was retired in (null unless retired), and its "
-                    "earlier wordings, oldest first, each with the releases that raised it and the one that reworded it.",
-                    "required": ["first", "last", "retired_in", "wordings"],
+                    "earlier wordings, oldest first, each with the releases that raised it and the one that reworded it; "
+                    "and the places it was raised in before it moved.",
+                    "required": ["first", "last", "retired_in", "wordings", "places"],
                     "properties": {
                         "first": _STRING,
                         "last": _nullable(_STRING),
                         "retired_in": _nullable(_STRING),
+                        "places": {
+                            "type": "array",
+                            "description": "Where earlier releases raised it before it moved to another file or function, oldest "
+                            "first: path, line (as the release before the move had it), function, the release that first raised "
+                            "it there (null when unknown) and the one that moved it.",
+                            "items": {
+                                "type": "object",
+                                "required": ["path", "line", "function", "first", "moved_in"],
+                                "properties": {
+                                    "path": _STRING, "line": {"type": "integer"}, "function": _STRING,
+                                    "first": _nullable(_STRING), "moved_in": _STRING,
+                                },
+                                "additionalProperties": False,
+                            },
+                        },
                         "wordings": {
                             "type": "array",
                             "items": {

@@ -89,7 +89,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # wordings of its earlier ids, and an error no longer raised by its last message.
         supersedes = {error: entry.supersedes for error, entry in loaded.items() if entry.supersedes}
         past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir, supersedes)
-        versions = history.versions_of(past.records)
+        versions = history.versions_of(past.records, past.changes)
         retired, retired_notes = history.retired_entries(past.records, versions)
         # The ledger's bytes follow in that process; the shared pages have one of their own.
         search, history_files = workers.background(

@@ -19,7 +19,7 @@ from pathlib import Path
 from generator.errors import ContentError
 from generator.cache import kept
 from generator.files import read_cache, state_bytes, write_atomic, write_cache
-from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Site, Upstream, Versions, Wording, error_id, release_name, release_span
+from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Place, Site, Upstream, Versions, Wording, error_id, release_name, release_span
 
 LEDGER_FOLDER = "ledger"
 CHANGES_NAME = "changes.jsonl"
@@ -495,11 +495,37 @@ def resolve(records: Mapping[str, LedgerRecord], error_id: str) -> str:
     return error_id
 
 
-def versions_of(records: Mapping[str, LedgerRecord]) -> dict[str, Versions]:
+def places_of(changes: Iterable[Change], first: Mapping[str, str]) -> dict[str, tuple[tuple[Place, ...], str]]:
+    """By id, where it was raised before each move the change list records (`moved`: its
+    detail is the old `path:line (function)`), oldest first, each with the release that first
+    raised it there (the id's `first` release for the first place), and the release of the
+    last move: since when it is where it is now."""
+    from generator.upstream import version_key
+
+    moves: dict[str, list[Change]] = {}
+    for change in changes:
+        if change.change == "moved" and change.detail:
+            moves.setdefault(change.id, []).append(change)
+    found = {}
+    for error, moved in sorted(moves.items()):
+        moved.sort(key=lambda c: (c.date, version_key(release_name(c.revision)), c.revision))
+        places, since = [], first.get(error)
+        for change in moved:
+            where, _, function = change.detail.rpartition(" (")
+            path, _, line = where.rpartition(":")
+            function = function.removesuffix(")")
+            places.append(Place(path, int(line) if line.isdigit() else 0, "" if function == "module" else function, since, change.revision))
+            since = change.revision
+        found[error] = (tuple(places), since)
+    return found
+
+
+def versions_of(records: Mapping[str, LedgerRecord], changes: Iterable[Change] = ()) -> dict[str, Versions]:
     """By id, the releases that raised it (`model.Versions`): an active error's first release
     is that of the oldest earlier id the ledger paired into it (followed through every move),
     and its earlier wordings are their messages, each said once over all the releases of the
-    ids that had it; a retired or moved id's are its own.
+    ids that had it; a retired or moved id's are its own. With the change list, each id also
+    gets the places it was raised in before it moved (`places_of`).
 
     An id moved into another was raised before it, so the further back along the moves, the
     older: that orders the ids of one error whatever names its revisions have (a commit's
@@ -524,10 +550,12 @@ def versions_of(records: Mapping[str, LedgerRecord]) -> dict[str, Versions]:
         target = records.get(resolve(records, record.id))
         if target is not None and target.status == "active":
             earlier.setdefault(target.id, []).append(((-depth(record), version_key(release_name(record.first_seen)), record.id), record))
+    places = places_of(changes, {error: record.first_seen for error, record in records.items()})
     versions = {}
     for error, record in sorted(records.items()):
+        moved, here = places.get(error, ((), None))
         if record.status != "active":
-            versions[error] = Versions(record.first_seen, record.last_seen, record.retired_in or "")
+            versions[error] = Versions(record.first_seen, record.last_seen, record.retired_in or "", (), moved, here)
             continue
         older = [found for _, found in sorted(earlier.get(error, ()), key=operator.itemgetter(0))]
         # One wording over all the ids that had it: from the oldest's first release to the
@@ -541,7 +569,7 @@ def versions_of(records: Mapping[str, LedgerRecord]) -> dict[str, Versions]:
             span = spans.setdefault(found.message, [found.first_seen, found.last_seen, found.retired_in or ""])
             span[1], span[2] = found.last_seen, found.retired_in or ""
         first = older[0].first_seen if older else record.first_seen
-        versions[error] = Versions(first, None, "", tuple(Wording(message, *span) for message, span in spans.items()))
+        versions[error] = Versions(first, None, "", tuple(Wording(message, *span) for message, span in spans.items()), moved, here)
     return versions
 
 

@@ -643,6 +643,19 @@ class Wording:
 
 
 @record
+class Place:
+    """Where an error was raised before it moved to another file or function: the path, line
+    (as the release before the move had it) and function, the release that first raised it
+    there (None when the ledger does not know it) and the one that moved it away."""
+
+    path: str
+    line: int
+    function: str
+    first: str | None
+    moved_in: str
+
+
+@record
 class Versions:
     """The releases an error was raised by, as its ledger records and those of its earlier ids
     say: the first; the last (None while the newest build raises it); the release it was
@@ -653,6 +666,9 @@ class Versions:
     last: str | None = None
     retired_in: str = ""
     wordings: tuple[Wording, ...] = ()
+    # Where earlier releases raised it, oldest first, and since when it is where it is now.
+    places: tuple[Place, ...] = ()
+    here_since: str | None = None
 
 
 @record

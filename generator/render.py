@@ -180,6 +180,9 @@ class ErrorPage(Page):
     # each as `heading` is, with the releases that raised it.
     raised_by: list[tuple[str, str | None]]
     wordings: list[tuple[list[TitlePart], str]]
+    # Where earlier releases raised it: (`path:line`, function, the releases), oldest first,
+    # then the place it is raised now, since when (empty when it never moved).
+    places: list[tuple[str, str, str]]
 
 
 class FamilyPage(Page):
@@ -426,6 +429,7 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         exception_url=f"{root}exceptions/{exception_slug(article.exception)}/",
         printed=[template_parts(printed_template(form)) for form in curated.printed] if curated else [],
         raised_by=raised_by(article.versions, article.status, root),
+        places=earlier_places(article),
         wordings=[(template_parts(printed_template(w.message)), w.releases) for w in article.versions.wordings] if article.versions else [],
         issues_search_url=issues_search_url(article, page["upstream"].repo),
         report_url_upstream=f"https://github.com/{page['upstream'].repo}/issues/new/choose",
@@ -452,6 +456,20 @@ def raised_by(versions: Versions | None, status: str, root: str) -> list[tuple[s
     if versions.retired_in:
         parts += [("; not raised since ", None), release(versions.retired_in)]
     return parts + [(".", None)]
+
+
+def earlier_places(article: Article) -> list[tuple[str, str, str]]:
+    """Where earlier releases raised an error, oldest first, and where it is raised now since
+    its last move; empty for one that never moved (or a ledger that does not know)."""
+    versions = article.versions
+    if versions is None or not versions.places or not article.locations:
+        return []
+    places = [
+        (f"{p.path}:{p.line}", p.function, (f"SGLang {release_name(p.first)} until" if p.first else "until") + f" it moved in {release_name(p.moved_in)}")
+        for p in versions.places
+    ]
+    site = article.locations[0].site
+    return places + [(f"{site.path}:{site.line}", site.function, f"since {release_name(versions.here_since)} (above)")]
 
 
 def issues_search_url(article: Article, repo: str) -> str:

@@ -294,7 +294,7 @@ def test_moved_and_retired_ids_keep_pages(tmp_path, repo):
     assert listed[-3:] == ["3", "2", "1"] and len(listed) == 4  # and this build's commit, newest
     # The releases that raised each: the retired one's own, and the new id's back to the id
     # it was reworded from, whose message is its earlier wording (escaped on the page).
-    assert retired_doc["versions"] == {"first": "v1", "last": "v2", "retired_in": "v3", "wordings": []}
+    assert retired_doc["versions"] == {"first": "v1", "last": "v2", "retired_in": "v3", "wordings": [], "places": []}
     assert new_doc["versions"]["first"] == "v1"
     assert new_doc["versions"]["wordings"] == [{"message": "Old <words>", "first": "v1", "last": "v2", "reworded_in": None}]
     page = (site / f"errors/{target}/index.html").read_text()

@@ -23,7 +23,7 @@ from generator.history import (
     update_ledger,
     write_history,
 )
-from generator.model import Curated, group_sites
+from generator.model import Curated, Place, group_sites
 from generator.pipeline import extract_upstream
 from generator.upstream import open_source
 from tests.conftest import make_repo
@@ -102,6 +102,10 @@ def test_a_move_keeps_the_id_and_records_the_new_place(history):
     )
     [moved] = [c for c in two.changes if c.change == "moved"]
     assert (moved.id, moved.detail) == (new.id, "python/sglang/srt/server_args.py:4 (ServerArgs._handle_kv4_compatibility)")
+    # Its versions name the place it was raised before, from its first release to the move.
+    versions = versions_of(two.records, two.changes)[new.id]
+    assert versions.places == (Place("python/sglang/srt/server_args.py", 4, "ServerArgs._handle_kv4_compatibility", shas[0], shas[1]),)
+    assert versions.here_since == shas[1]
 
 
 def test_a_rewording_becomes_an_alias_of_the_new_id(history):

@@ -117,6 +117,13 @@ def test_the_committed_ledger_covers_every_release_from_0_3_0(history_index):
     records, versions, _ = history_index
     kv4 = next(r for r in records.values() if r.message == "KV4 is not tested on non-CUDA platforms.")
     assert (kv4.status, versions[kv4.id].first) == ("active", "v0.5.7")
+    # Where it was raised before it moved to arg_groups/ (the change list knows).
+    from generator.history import load_changes, versions_of
+    from generator.model import Place
+
+    moved = versions_of(records, load_changes(Path(__file__).parent.parent / "content"))[kv4.id]
+    assert moved.places == (Place("python/sglang/srt/server_args.py", 6137, "ServerArgs._handle_kv4_compatibility", "v0.5.7", "v0.5.19"),)
+    assert (moved.here_since, kv4.path) == ("v0.5.19", "python/sglang/srt/arg_groups/kv_cache_hook.py")
     assert min(versions.values(), key=lambda v: version_key(v.first.lstrip("v"))).first == "v0.3.0"
     assert sum(r.status == "retired" for r in records.values()) > 5000
 
