@@ -96,7 +96,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
             [
                 partial(
                     pages.search_files, entries + retired, repo, inputs.cache_dir, made_from, extraction.classes, printed_forms(loaded),
-                    history.earlier_wordings(versions), retired_notes,
+                    history.earlier_wordings(versions), retired_notes, history.earlier_places(versions),
                 ),
                 partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision, past.fresh, past.earlier),
             ],

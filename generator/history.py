@@ -605,6 +605,12 @@ def retired_entries(records: Mapping[str, LedgerRecord], versions: Mapping[str, 
     return tuple(entries), notes
 
 
+def earlier_places(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str, int], ...]]:
+    """By id, where earlier releases raised it before it moved (path, function, line), for the
+    search index: a traceback from one of those releases points there."""
+    return {error: tuple((p.path, p.function, p.line) for p in found.places) for error, found in versions.items() if found.places}
+
+
 def earlier_wordings(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str], ...]]:
     """By active id, its earlier wordings (`versions_of`) as forms a lookup finds it by, each
     with what the lookup says of it: the releases that raised it and the one that reworded it."""

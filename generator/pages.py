@@ -173,20 +173,22 @@ def search_files(
     printed: Mapping[str, tuple[str, ...]] | None = None,
     wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
     retired: Mapping[str, str] | None = None,
+    places: Mapping[str, tuple[tuple[str, str, int], ...]] | None = None,
 ) -> list[tuple[str, bytes]]:
     """The search index's files, sorted by path. With `cache_dir` and the entries' `blobs`
     (path -> blob sha), the index's state stays in the cache between builds, and only the
     errors with a site in a changed file, or with other curated `printed` forms or earlier
     `wordings`, are indexed again (`search.IndexState`); `entries` may hold errors no longer
-    raised, each with what a lookup says of it in `retired`. `classes` are upstream's exception
-    classes (`model.Extraction.classes`)."""
+    raised, each with what a lookup says of it in `retired`, and `places` are where earlier
+    releases raised an error before it moved. `classes` are upstream's exception classes
+    (`model.Extraction.classes`)."""
     from generator import search
 
     if cache_dir is None or blobs is None:
-        return sorted(search.search_files(entries, repo, classes, printed, wordings, retired).items())
+        return sorted(search.search_files(entries, repo, classes, printed, wordings, retired, places).items())
     state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
     if state.repo != repo:
         state = search.IndexState(repo)
-    files = state.update(entries, blobs, classes, printed, wordings, retired)
+    files = state.update(entries, blobs, classes, printed, wordings, retired, places)
     write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())

@@ -568,14 +568,17 @@ def search_files(
     printed: Mapping[str, tuple[str, ...]] | None = None,
     wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
     retired: Mapping[str, str] | None = None,
+    places: Mapping[str, tuple[tuple[str, str, int], ...]] | None = None,
 ) -> dict[str, bytes]:
     """The search index as files relative to the site root (`search/...json`), compact UTF-8
     JSON with sorted keys, so two builds give identical bytes. `classes` are upstream's
     exception classes with their ancestors (`model.Extraction.classes`); `printed` the curated
     printed forms by id (`content.printed_forms`); `wordings` the earlier wordings by id, each
     with what a lookup says of it (`history.earlier_wordings`); `retired` what a lookup says of
-    each of the `entries` no longer raised (`history.retired_entries`)."""
-    return IndexState(repo).update(tuple(entries), None, classes, printed, wordings, retired)
+    each of the `entries` no longer raised (`history.retired_entries`); `places` where earlier
+    releases raised an error before it moved (path, function, line: `history.earlier_places`),
+    which an old traceback's raising frame points at."""
+    return IndexState(repo).update(tuple(entries), None, classes, printed, wordings, retired, places)
 
 
 def classes_file(classes: Iterable[tuple[str, tuple[str, ...]]]) -> bytes:
@@ -668,6 +671,8 @@ class IndexState(BlobState):
         self.extra: dict[str, tuple[tuple[str, int], ...]] = {}
         # id -> what a lookup says of an error no longer raised (`history.retired_entries`).
         self.retired: dict[str, str] = {}
+        # id -> the places earlier releases raised it in, as indexed (path, function, line).
+        self.places: dict[str, str] = {}
 
     def update(
         self,
@@ -677,6 +682,7 @@ class IndexState(BlobState):
         printed: Mapping[str, tuple[str, ...]] | None = None,
         wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
         retired: Mapping[str, str] | None = None,
+        places: Mapping[str, tuple[tuple[str, str, int], ...]] | None = None,
     ) -> dict[str, bytes]:
         """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
         the entries were extracted from. With the blobs of the last update, only the errors
@@ -688,6 +694,8 @@ class IndexState(BlobState):
         # The forms this update indexes, with their notes, and what a lookup says of the ids no
         # longer raised, until it ends: not part of the state kept.
         self._retired = retired or {}
+        self._places = {error: "\0".join(f"{p}\1{f}\1{n}" for p, f, n in found) for error, found in (places or {}).items() if found}
+        self._earlier = places or {}
         printed, wordings = printed or {}, wordings or {}
         self._printed = {
             error: (*((text, "") for text in printed.get(error, ())), *wordings.get(error, ())) for error in sorted(printed.keys() | wordings.keys())
@@ -695,7 +703,7 @@ class IndexState(BlobState):
         try:
             return self._update(entries, blobs)
         finally:
-            del self._printed, self._retired
+            del self._printed, self._retired, self._places, self._earlier
 
     def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, bytes]:
         changed = self.since(entries, blobs)
@@ -703,6 +711,7 @@ class IndexState(BlobState):
             return self._remake(entries)
         changed |= {entry.id for entry in entries if self.printed.get(entry.id, "") != _forms_key(self._printed.get(entry.id, ()))}
         changed |= {entry.id for entry in entries if self.retired.get(entry.id, "") != self._retired.get(entry.id, "")}
+        changed |= {entry.id for entry in entries if self.places.get(entry.id, "") != self._places.get(entry.id, "")}
         put = [entry for entry in entries if entry.id in changed]
         taken = [error for error in changed if error in self.docs]
         documents = {entry.id: document_tokens(entry) for entry in put}
@@ -721,8 +730,9 @@ class IndexState(BlobState):
 
     def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
         blobs, classes, printed, retired = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._printed, self._retired
+        places, earlier = self._places, self._earlier
         self.__init__(self.repo)
-        self.blobs, self._printed, self._retired = blobs, printed, retired
+        self.blobs, self._printed, self._retired, self._places, self._earlier = blobs, printed, retired, places, earlier
         self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry) for entry in ordered}
@@ -772,6 +782,7 @@ class IndexState(BlobState):
         touched.titles.add(number)
         self.printed.pop(error, None)
         self.retired.pop(error, None)
+        self.places.pop(error, None)
         for key, where in self.extra.pop(error, ()):
             del self.templates[where][key]
             touched.tokens.add(where)
@@ -801,23 +812,28 @@ class IndexState(BlobState):
             by_path: dict[str, list[str]] = {}
             by_name: dict[str, list[str]] = {}
             quoted = _quote(entry.id)
+            places = []
             for site in entry.sites:
-                function = site.function.rsplit(".", 1)[-1]
                 signature = site_signature(site)
-                places = [(site.path, function, site.line, site.end_line)]
+                places.append((site.path, site.function.rsplit(".", 1)[-1], site.line, site.end_line, signature))
                 if site.raised_in is not None:
                     # A call to a raiser: a traceback's last frame is the raiser's raise.
                     path, qualname, line, end_line = site.raised_in
-                    places.append((path, qualname.rsplit(".", 1)[-1], line, end_line))
-                for path, function, line, end_line in places:
-                    row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}]"
-                    found = by_path.setdefault(path, [])
-                    if row not in found:
-                        found.append(row)
-                    row = f"[{quoted},{_quote(path)},{_quote(signature)}]"
-                    named = by_name.setdefault(statement_key(function or "<module>", signature), [])
-                    if row not in named:
-                        named.append(row)
+                    places.append((path, qualname.rsplit(".", 1)[-1], line, end_line, signature))
+            # Where earlier releases raised it, before it moved: an old traceback points there.
+            for path, qualname, line in self._earlier.get(entry.id, ()):
+                places.append((path, qualname.rsplit(".", 1)[-1], line, line, site_signature(entry.sites[0])))
+            if entry.id in self._places:
+                self.places[entry.id] = self._places[entry.id]
+            for path, function, line, end_line, signature in places:
+                row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}]"
+                found = by_path.setdefault(path, [])
+                if row not in found:
+                    found.append(row)
+                row = f"[{quoted},{_quote(path)},{_quote(signature)}]"
+                named = by_name.setdefault(statement_key(function or "<module>", signature), [])
+                if row not in named:
+                    named.append(row)
             for path, found in by_path.items():
                 number = bucket(path_key(path), FILE_BUCKETS)
                 self.sites[number].setdefault(path, {})[entry.id] = ",".join(found)

@@ -12,6 +12,7 @@ from generator.cli import main
 from generator.config import Config
 from generator.errors import ContentError
 from generator.history import (
+    earlier_places,
     earlier_wordings,
     versions_of,
     carry_curated,
@@ -356,3 +357,24 @@ def test_a_curated_supersedes_pairs_a_retired_id_the_ledger_could_not(history):
         f"{kept.id}: supersedes: 0123456789abcdef is not a retired id of the ledger (unknown)",
         f"{kept.id}: supersedes: {by_message(second, 'KV rows').id} is not a retired id of the ledger (active)",
     ]
+
+
+def test_an_old_traceback_points_at_where_an_error_was_raised_before_it_moved(history):
+    """A traceback from a release before the move: its raising frame is the error's old place
+    (server_args.py:4 in ServerArgs._handle_kv4_compatibility), which the index holds from the
+    change list, so the error is found as raised there, though its file moved since."""
+    from generator.search import SearchIndex, lookup
+
+    shas, _, second, _, two = history
+    kv4 = by_message(second, "KV4")
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3/dist-packages/sglang/srt/server_args.py", line 4, in _handle_kv4_compatibility\n'
+        '    raise RuntimeError("KV4 is not tested on non-CUDA platforms.")\n'
+        "RuntimeError: <the message was cut off>\n"
+    )
+    versions = versions_of(two.records, two.changes)
+    with_places = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), None, None, None, earlier_places(versions)))
+    assert (with_places[0].id, with_places[0].match) == (kv4.id, "traceback")
+    without = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang"))
+    assert not without or without[0].match != "traceback"

@@ -101,14 +101,16 @@ def test_real_rewordings_become_aliases_and_curated_text_follows(real_history, o
 @pytest.fixture(scope="module")
 def history_index(sglang):
     """The search index a build makes from 0.5.23 and the committed ledger of every release."""
-    from generator.history import earlier_wordings, load_ledger, retired_entries, versions_of
+    from generator.history import earlier_places, earlier_wordings, load_changes, load_ledger, retired_entries, versions_of
     from generator.search import SearchIndex
 
-    records = load_ledger(Path(__file__).parent.parent / "content")
-    versions = versions_of(records)
+    content = Path(__file__).parent.parent / "content"
+    records = load_ledger(content)
+    versions = versions_of(records, load_changes(content))
     retired, notes = retired_entries(records, versions)
     entries = group_sites(sglang.sites, sglang.upstream.repo)
-    return records, versions, SearchIndex.of_entries(entries + retired, sglang.upstream.repo, (), None, earlier_wordings(versions), notes)
+    index = SearchIndex.of_entries(entries + retired, sglang.upstream.repo, (), None, earlier_wordings(versions), notes, earlier_places(versions))
+    return records, versions, index
 
 
 def test_the_committed_ledger_covers_every_release_from_0_3_0(history_index):

@@ -99,7 +99,7 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
             raise ErrorkbError(f"{args.site}: no search/manifest.json; is it a site built by errorkb build?")
         return SearchIndex.of_site(args.site)
     from generator.content import printed_forms, read_content
-    from generator.history import earlier_wordings, load_ledger, retired_entries, versions_of
+    from generator.history import earlier_places, earlier_wordings, load_changes, load_ledger, retired_entries, versions_of
 
     config = config_of(args)
     cache_dir = cache_dir_of(args, config)
@@ -112,10 +112,10 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
     # And what the ledger knows of earlier releases: the wordings of each error, and the
     # errors no longer raised.
     records = load_ledger(Path(config.content))
-    versions = versions_of(records)
+    versions = versions_of(records, load_changes(Path(config.content)))
     retired, notes = retired_entries(records, versions)
     entries = group_sites(extraction.sites, repo)
-    return SearchIndex.of_entries(entries + retired, repo, extraction.classes, printed, earlier_wordings(versions), notes)
+    return SearchIndex.of_entries(entries + retired, repo, extraction.classes, printed, earlier_wordings(versions), notes, earlier_places(versions))
 
 
 def releases_at(args: argparse.Namespace, ids: list[str], version: str) -> dict[str, str | None]:
