@@ -277,7 +277,10 @@ def test_moved_and_retired_ids_keep_pages(tmp_path, repo):
     retired_doc = json.loads((site / "api/errors/00000000000000bb.json").read_text())
     assert retired_doc["status"] == "retired" and retired_doc["retired_in"] == "v3"
     assert retired_doc["last_location"] == {"path": "python/sglang/y.py", "line": 9, "function": "g"}
-    assert "No longer raised" in (site / "errors/00000000000000bb/index.html").read_text()
+    retired_page = (site / "errors/00000000000000bb/index.html").read_text()
+    assert "No longer raised" in retired_page
+    # `errorkb scaffold` takes only errors raised now: a retired page does not offer it.
+    assert "errorkb scaffold" not in retired_page and "No explanation was written for this error while SGLang raised it" in retired_page
     new_doc = json.loads((site / f"api/errors/{target}.json").read_text())
     assert new_doc["aliases"] == ["00000000000000aa"]
     listed = json.loads((site / "api/changes.json").read_text())["changes"]
