@@ -26,6 +26,7 @@ from generator.model import BuildResult, Inputs, group_sites
 from generator.pipeline import extract_upstream
 from generator.plan import BuildStamp, PageManifest
 from generator.publish import build_lock, publish
+from generator.search import Known
 from generator.upstream import open_source
 
 
@@ -95,8 +96,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         search, history_files = workers.background(
             [
                 partial(
-                    pages.search_files, entries + retired, repo, inputs.cache_dir, made_from, extraction.classes, printed_forms(loaded),
-                    history.earlier_wordings(versions), retired_notes, history.earlier_places(versions),
+                    pages.search_files, entries + retired, repo, inputs.cache_dir, made_from, extraction.classes,
+                    Known(printed_forms(loaded), history.earlier_wordings(versions), retired_notes, history.earlier_places(versions)),
                 ),
                 partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision, past.fresh, past.earlier),
             ],

@@ -15,6 +15,7 @@ from functools import partial
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from generator import api, audit, derive, render, workers
 from generator.articles import family_members, joined
@@ -23,6 +24,9 @@ from generator.files import read_cache, state_bytes, write_cache
 from generator.highlight import Excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, Family, LedgerRecord
 from generator.progress import Progress
+
+if TYPE_CHECKING:
+    from generator.search import Known
 
 
 def output_files(
@@ -170,25 +174,21 @@ def search_files(
     cache_dir: Path | None = None,
     blobs: Mapping[str, str] | None = None,
     classes: tuple = (),
-    printed: Mapping[str, tuple[str, ...]] | None = None,
-    wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
-    retired: Mapping[str, str] | None = None,
-    places: Mapping[str, tuple[tuple[str, str, int], ...]] | None = None,
+    known: Known | None = None,
 ) -> list[tuple[str, bytes]]:
     """The search index's files, sorted by path. With `cache_dir` and the entries' `blobs`
     (path -> blob sha), the index's state stays in the cache between builds, and only the
-    errors with a site in a changed file, or with other curated `printed` forms or earlier
-    `wordings`, are indexed again (`search.IndexState`); `entries` may hold errors no longer
-    raised, each with what a lookup says of it in `retired`, and `places` are where earlier
-    releases raised an error before it moved. `classes` are upstream's exception classes
-    (`model.Extraction.classes`)."""
+    errors with a site in a changed file, or of which `known` says something else (printed
+    forms, earlier wordings and places, retirement: `search.Known`), are indexed again
+    (`search.IndexState`); `entries` may hold errors no longer raised. `classes` are
+    upstream's exception classes (`model.Extraction.classes`)."""
     from generator import search
 
     if cache_dir is None or blobs is None:
-        return sorted(search.search_files(entries, repo, classes, printed, wordings, retired, places).items())
+        return sorted(search.search_files(entries, repo, classes, known).items())
     state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
     if state.repo != repo:
         state = search.IndexState(repo)
-    files = state.update(entries, blobs, classes, printed, wordings, retired, places)
+    files = state.update(entries, blobs, classes, known)
     write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())

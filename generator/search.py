@@ -42,7 +42,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -561,24 +561,35 @@ def site_signature(site: Site) -> str:
     return "raise" + (site.exception or "")
 
 
-def search_files(
-    entries: Iterable[ErrorEntry],
-    repo: str,
-    classes: Iterable[tuple[str, tuple[str, ...]]] = (),
-    printed: Mapping[str, tuple[str, ...]] | None = None,
-    wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
-    retired: Mapping[str, str] | None = None,
-    places: Mapping[str, tuple[tuple[str, str, int], ...]] | None = None,
-) -> dict[str, bytes]:
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What an index knows of errors beyond their sites, each by id: the curated `printed`
+    forms (`content.printed_forms`); the earlier `wordings`, each with what a lookup says of it
+    (`history.earlier_wordings`); what a lookup says of an error no longer raised (`retired`,
+    `history.retired_entries`); and the `places` earlier releases raised an error in before it
+    moved (path, function, line: `history.earlier_places`), which an old traceback's raising
+    frame points at."""
+
+    printed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    wordings: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    retired: Mapping[str, str] = field(default_factory=dict)
+    places: Mapping[str, tuple[tuple[str, str, int], ...]] = field(default_factory=dict)
+
+    def forms(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """By id, each form searched beside the message, with its note: the printed forms
+        (no note), then the earlier wordings."""
+        return {
+            error: (*((text, "") for text in self.printed.get(error, ())), *self.wordings.get(error, ()))
+            for error in sorted(self.printed.keys() | self.wordings.keys())
+        }
+
+
+def search_files(entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = (), known: Known | None = None) -> dict[str, bytes]:
     """The search index as files relative to the site root (`search/...json`), compact UTF-8
     JSON with sorted keys, so two builds give identical bytes. `classes` are upstream's
-    exception classes with their ancestors (`model.Extraction.classes`); `printed` the curated
-    printed forms by id (`content.printed_forms`); `wordings` the earlier wordings by id, each
-    with what a lookup says of it (`history.earlier_wordings`); `retired` what a lookup says of
-    each of the `entries` no longer raised (`history.retired_entries`); `places` where earlier
-    releases raised an error before it moved (path, function, line: `history.earlier_places`),
-    which an old traceback's raising frame points at."""
-    return IndexState(repo).update(tuple(entries), None, classes, printed, wordings, retired, places)
+    exception classes with their ancestors (`model.Extraction.classes`); `known` what the index
+    knows of the errors beyond their sites (`Known`)."""
+    return IndexState(repo).update(tuple(entries), None, classes, known)
 
 
 def classes_file(classes: Iterable[tuple[str, tuple[str, ...]]]) -> bytes:
@@ -679,39 +690,31 @@ class IndexState(BlobState):
         entries: tuple[ErrorEntry, ...],
         blobs: Mapping[str, str] | None,
         classes: Iterable[tuple[str, tuple[str, ...]]] = (),
-        printed: Mapping[str, tuple[str, ...]] | None = None,
-        wordings: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
-        retired: Mapping[str, str] | None = None,
-        places: Mapping[str, tuple[tuple[str, str, int], ...]] | None = None,
+        known: Known | None = None,
     ) -> dict[str, bytes]:
         """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
         the entries were extracted from. With the blobs of the last update, only the errors
-        with a site in a file whose blob changed, or whose `printed` forms (curated, by id)
-        changed, are taken out and put in again, since an error is made from its sites and
-        those alone; without (None), everything is made again. `classes` (upstream's exception
-        classes) make `classes.json`, written whole."""
+        with a site in a file whose blob changed, or of which `known` says something else,
+        are taken out and put in again, since an error is made from its sites and those alone;
+        without (None), everything is made again. `classes` (upstream's exception classes)
+        make `classes.json`, written whole."""
         self.files[f"{INDEX_DIR}/classes.json"] = classes_file(classes)
-        # The forms this update indexes, with their notes, and what a lookup says of the ids no
-        # longer raised, until it ends: not part of the state kept.
-        self._retired = retired or {}
-        self._places = {error: "\0".join(f"{p}\1{f}\1{n}" for p, f, n in found) for error, found in (places or {}).items() if found}
-        self._earlier = places or {}
-        printed, wordings = printed or {}, wordings or {}
-        self._printed = {
-            error: (*((text, "") for text in printed.get(error, ())), *wordings.get(error, ())) for error in sorted(printed.keys() | wordings.keys())
-        }
+        # What this update knows beyond the sites, and the forms it searches, until it ends:
+        # not part of the state kept.
+        self._known = known or Known()
+        self._printed = self._known.forms()
         try:
             return self._update(entries, blobs)
         finally:
-            del self._printed, self._retired, self._places, self._earlier
+            del self._known, self._printed
 
     def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, bytes]:
         changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
         changed |= {entry.id for entry in entries if self.printed.get(entry.id, "") != _forms_key(self._printed.get(entry.id, ()))}
-        changed |= {entry.id for entry in entries if self.retired.get(entry.id, "") != self._retired.get(entry.id, "")}
-        changed |= {entry.id for entry in entries if self.places.get(entry.id, "") != self._places.get(entry.id, "")}
+        changed |= {entry.id for entry in entries if self.retired.get(entry.id, "") != self._known.retired.get(entry.id, "")}
+        changed |= {entry.id for entry in entries if self.places.get(entry.id, "") != _places_key(self._known.places.get(entry.id, ()))}
         put = [entry for entry in entries if entry.id in changed]
         taken = [error for error in changed if error in self.docs]
         documents = {entry.id: document_tokens(entry) for entry in put}
@@ -729,10 +732,9 @@ class IndexState(BlobState):
         return self._encode(count, touched)
 
     def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
-        blobs, classes, printed, retired = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._printed, self._retired
-        places, earlier = self._places, self._earlier
+        blobs, classes, known, printed = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._known, self._printed
         self.__init__(self.repo)
-        self.blobs, self._printed, self._retired, self._places, self._earlier = blobs, printed, retired, places, earlier
+        self.blobs, self._known, self._printed = blobs, known, printed
         self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry) for entry in ordered}
@@ -807,7 +809,7 @@ class IndexState(BlobState):
                     self.anchor_counts[word] = self.anchor_counts.get(word, 0) + 1
                     self.anchor_users.setdefault(word, set()).add(entry.id)
                 touched.anchors.update(anchors)
-                rows[entry.id] = _template_row(entry, matcher, retired=entry.id in self._retired)
+                rows[entry.id] = _template_row(entry, matcher, retired=entry.id in self._known.retired)
             # Rows written as `encode` writes them, from quoted strings: a site is two rows.
             by_path: dict[str, list[str]] = {}
             by_name: dict[str, list[str]] = {}
@@ -821,10 +823,11 @@ class IndexState(BlobState):
                     path, qualname, line, end_line = site.raised_in
                     places.append((path, qualname.rsplit(".", 1)[-1], line, end_line, signature))
             # Where earlier releases raised it, before it moved: an old traceback points there.
-            for path, qualname, line in self._earlier.get(entry.id, ()):
+            earlier = self._known.places.get(entry.id, ())
+            for path, qualname, line in earlier:
                 places.append((path, qualname.rsplit(".", 1)[-1], line, line, site_signature(entry.sites[0])))
-            if entry.id in self._places:
-                self.places[entry.id] = self._places[entry.id]
+            if earlier:
+                self.places[entry.id] = _places_key(earlier)
             for path, function, line, end_line, signature in places:
                 row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}]"
                 found = by_path.setdefault(path, [])
@@ -845,7 +848,7 @@ class IndexState(BlobState):
             self.names[entry.id] = "\0".join(by_name)
             number = bucket(entry.id, ENTRY_BUCKETS)
             title = [entry.exception, entry.kind, entry.title, int(entry.message is not None), location_of(entry)]
-            note = self._retired.get(entry.id)
+            note = self._known.retired.get(entry.id)
             if note:
                 self.retired[entry.id] = note
                 title.append(note)
@@ -969,6 +972,10 @@ def _forms_key(forms: Iterable[tuple[str, str]]) -> str:
     return "\0".join(f"{text}\1{note}" for text, note in forms)
 
 
+def _places_key(places: Iterable[tuple[str, str, int]]) -> str:
+    return "\0".join(f"{path}\1{function}\1{line}" for path, function, line in places)
+
+
 class _Touched:
     """What an update changed: words whose postings changed, anchors whose counts changed, and
     the token, file, function and entry shards to encode again."""
@@ -1021,11 +1028,12 @@ class SearchIndex:
         return tuple(sorted(self._pieces))
 
     @classmethod
-    def of_entries(cls, entries: Iterable[ErrorEntry], repo: str, *forms: Any, **named: Any) -> SearchIndex:
-        """An index built in memory from entries (a lookup straight from a source), with what
-        `search_files` takes besides: upstream's exception classes, the curated printed forms,
-        earlier wordings and what to say of the retired entries."""
-        files = search_files(entries, repo, *forms, **named)
+    def of_entries(
+        cls, entries: Iterable[ErrorEntry], repo: str, classes: Iterable[tuple[str, tuple[str, ...]]] = (), known: Known | None = None
+    ) -> SearchIndex:
+        """An index built in memory from entries (a lookup straight from a source), with
+        upstream's exception `classes` and what is `known` of them beyond their sites."""
+        files = search_files(entries, repo, classes, known)
         return cls(lambda path: json.loads(files[path]))
 
     @classmethod

@@ -316,7 +316,7 @@ def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history
     new id first, as an exact match of its earlier wording, and says which releases raised
     that wording and which reworded it; the page and document know the same releases."""
     from generator.model import Versions, Wording
-    from generator.search import SearchIndex, lookup
+    from generator.search import Known, SearchIndex, lookup
 
     shas, first, second, _, two = history
     old, new = by_message(first, "dense KV rows"), by_message(second, "KV rows must match")
@@ -327,7 +327,7 @@ def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history
     assert versions[by_message(second, "KV4").id] == Versions(shas[0])
     repo = "sgl-project/sglang"
     paste = "ValueError: dense KV rows must match loc_2d size: 3"
-    [found, *_] = lookup(paste, SearchIndex.of_entries(second, repo, wordings=earlier_wordings(versions)))
+    [found, *_] = lookup(paste, SearchIndex.of_entries(second, repo, (), Known(wordings=earlier_wordings(versions))))
     assert (found.id, found.match) == (new.id, "message")
     assert found.note == f"matched an earlier wording, raised by SGLang {shas[0]}; reworded in {shas[1]}"
 
@@ -339,7 +339,7 @@ def test_a_curated_supersedes_pairs_a_retired_id_the_ledger_could_not(history):
     every problem listed."""
     from generator.errors import ContentError
     from generator.history import merge_superseded
-    from generator.search import SearchIndex, lookup
+    from generator.search import Known, SearchIndex, lookup
 
     shas, first, second, _, two = history
     gone, kept = by_message(first, "pipeline parallel"), by_message(second, "KV4")
@@ -349,7 +349,7 @@ def test_a_curated_supersedes_pairs_a_retired_id_the_ledger_could_not(history):
     versions = versions_of(merged)
     assert [w.message for w in versions[kept.id].wordings] == ["pipeline parallel is not supported with LoRA"]
     paste = "NotImplementedError: pipeline parallel is not supported with LoRA"
-    [found, *_] = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), None, earlier_wordings(versions)))
+    [found, *_] = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), Known(wordings=earlier_wordings(versions))))
     assert found.id == kept.id and found.note.startswith("matched an earlier wording")
     with pytest.raises(ContentError) as failed:
         merge_superseded(two.records, {kept.id: ("0123456789abcdef", by_message(second, "KV rows").id)})
@@ -363,7 +363,7 @@ def test_an_old_traceback_points_at_where_an_error_was_raised_before_it_moved(hi
     """A traceback from a release before the move: its raising frame is the error's old place
     (server_args.py:4 in ServerArgs._handle_kv4_compatibility), which the index holds from the
     change list, so the error is found as raised there, though its file moved since."""
-    from generator.search import SearchIndex, lookup
+    from generator.search import Known, SearchIndex, lookup
 
     shas, _, second, _, two = history
     kv4 = by_message(second, "KV4")
@@ -374,7 +374,7 @@ def test_an_old_traceback_points_at_where_an_error_was_raised_before_it_moved(hi
         "RuntimeError: <the message was cut off>\n"
     )
     versions = versions_of(two.records, two.changes)
-    with_places = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), None, None, None, earlier_places(versions)))
+    with_places = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), Known(places=earlier_places(versions))))
     assert (with_places[0].id, with_places[0].match) == (kv4.id, "traceback")
     without = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang"))
     assert not without or without[0].match != "traceback"

@@ -102,14 +102,14 @@ def test_real_rewordings_become_aliases_and_curated_text_follows(real_history, o
 def history_index(sglang):
     """The search index a build makes from 0.5.23 and the committed ledger of every release."""
     from generator.history import earlier_places, earlier_wordings, load_changes, load_ledger, retired_entries, versions_of
-    from generator.search import SearchIndex
+    from generator.search import Known, SearchIndex
 
     content = Path(__file__).parent.parent / "content"
     records = load_ledger(content)
     versions = versions_of(records, load_changes(content))
     retired, notes = retired_entries(records, versions)
     entries = group_sites(sglang.sites, sglang.upstream.repo)
-    index = SearchIndex.of_entries(entries + retired, sglang.upstream.repo, (), None, earlier_wordings(versions), notes, earlier_places(versions))
+    index = SearchIndex.of_entries(entries + retired, sglang.upstream.repo, (), Known(wordings=earlier_wordings(versions), retired=notes, places=earlier_places(versions)))
     return records, versions, index
 
 

@@ -186,14 +186,14 @@ def test_printed_forms_find_errors_raised_without_a_message():
     printed = {by_function["Receiver.failure_exception"]: (DECODE,), by_function["Sender.failure_exception"]: (PREFILL,)}
     paste = "[2025-09-17 16:23:13 TP1] Decode transfer failed for request rank=1 decode_req.req.rid='3ce8' with exception KVTransferError(bootstrap_room=165): Failed due to an unknown reason"
     assert search.lookup(paste, search.SearchIndex.of_entries(entries, REPO)) == []
-    found = search.lookup(paste, search.SearchIndex.of_entries(entries, REPO, printed=printed))
+    found = search.lookup(paste, search.SearchIndex.of_entries(entries, REPO, (), search.Known(printed)))
     assert [candidate.id for candidate in found][:1] == [by_function["Receiver.failure_exception"]]
     assert found[0].match == "message"
     prefill = paste.replace("Decode", "Prefill").replace("decode_req.", "")
-    assert search.lookup(prefill, search.SearchIndex.of_entries(entries, REPO, printed=printed))[0].id == by_function["Sender.failure_exception"]
+    assert search.lookup(prefill, search.SearchIndex.of_entries(entries, REPO, (), search.Known(printed)))[0].id == by_function["Sender.failure_exception"]
     # Kept between builds: the forms added, changed and taken away, with no blob changed.
     state = IndexState(REPO)
     state.update(entries, blobs)
     for forms in (printed, {by_function["Receiver.failure_exception"]: (PREFILL, DECODE)}, {}):
         state = pickle.loads(state_bytes(state))
-        assert state.update(entries, blobs, (), forms) == search_files(entries, REPO, (), forms)
+        assert state.update(entries, blobs, (), search.Known(forms)) == search_files(entries, REPO, (), search.Known(forms))

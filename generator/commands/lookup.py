@@ -92,7 +92,7 @@ HOW = {
 
 def index_of(args: argparse.Namespace) -> SearchIndex:
     """The index of the built site given, else one built in memory from the source."""
-    from generator.search import SearchIndex
+    from generator.search import Known, SearchIndex
 
     if args.site is not None:
         if not (args.site / "search" / "manifest.json").is_file():
@@ -115,7 +115,7 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
     versions = versions_of(records, load_changes(Path(config.content)))
     retired, notes = retired_entries(records, versions)
     entries = group_sites(extraction.sites, repo)
-    return SearchIndex.of_entries(entries + retired, repo, extraction.classes, printed, earlier_wordings(versions), notes, earlier_places(versions))
+    return SearchIndex.of_entries(entries + retired, repo, extraction.classes, Known(printed, earlier_wordings(versions), notes, earlier_places(versions)))
 
 
 def releases_at(args: argparse.Namespace, ids: list[str], version: str) -> dict[str, str | None]:
