@@ -11,7 +11,7 @@ before once left five errors of 0.5.19 to 0.5.23 retired in the ledger while eve
 them).
 
 The ledger being made is kept in the cache, in `backfill/<digest>/`, in the content folder's own
-format (`ledger/`, `changes.jsonl`, `upstream.json`), with `progress.json` listing the releases
+format (`ledger/`, the change list whole in `changes.jsonl`, `upstream.json`), with `progress.json` listing the releases
 folded in so far; it is written after each release. It lives in the cache, not in `content/`,
 because it is made only from public releases and this code (the digest covers both, so a state
 made by other code is never continued), is never edited or committed, and an interrupted run

@@ -22,6 +22,9 @@ from generator.files import read_cache, state_bytes, write_atomic, write_cache
 from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Place, Site, Upstream, Versions, Wording, error_id, release_name, release_span
 
 LEDGER_FOLDER = "ledger"
+# The change list, a file per revision under this folder (`changes/v0.5.23.jsonl`), each
+# revision's changes in the order a build made them; `CHANGES_NAME` is the one file it was.
+CHANGES_FOLDER = "changes"
 CHANGES_NAME = "changes.jsonl"
 UPSTREAM_NAME = "upstream.json"
 
@@ -147,21 +150,24 @@ def history_files(
     known: Mapping[str, tuple[tuple, str]] | None = None,
     cache_dir: Path | None = None,
     revision: str | None = None,
-    fresh: int | None = None,
-    earlier: bytes = b"",
+    fresh: tuple[Change, ...] | None = None,
+    earlier: Mapping[str, bytes] | None = None,
 ) -> dict[str, bytes]:
-    """The ledger's files (`ledger_files`) and the change list's, by path under `content/`.
-    With `cache_dir` and the `revision` the build records as built, what `load_history` will
-    read back from these files is kept in the cache under their digest, so the next build
-    need not parse them. With `fresh`, only the first `fresh` changes are encoded, the rest
-    being the change list read (`earlier`, its bytes)."""
+    """The ledger's files (`ledger_files`) and the change list's (`changes_files`), by path
+    under `content/`. With `cache_dir` and the `revision` the build records as built, what
+    `load_history` will read back from these files is kept in the cache under their digest,
+    so the next build need not parse them. With `fresh` (this build's changes, all of its
+    revision), only those are encoded, the others' files being those read (`earlier`, their
+    bytes by path)."""
     lines: dict[str, tuple[tuple, str]] | None = {} if cache_dir is not None else None
     files = ledger_files(records, known, lines)
     changes = tuple(changes)
     if fresh is None:
-        files[CHANGES_NAME] = changes_file(change_line(change) for change in changes)
+        files.update(changes_files(changes))
     else:
-        files[CHANGES_NAME] = changes_file(change_line(change) for change in changes[:fresh]) + earlier
+        files.update(earlier or {})
+        for path, data in changes_files(fresh).items():
+            files[path] = data + (earlier or {}).get(path, b"")
     if cache_dir is not None:
         path = _history_cache(cache_dir, files, revision)
         write_cache(path, state_bytes((dict(records), lines, changes)))
@@ -180,8 +186,7 @@ def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str
     if cache_dir is not None:
         folder = content / LEDGER_FOLDER
         files = {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
-        changes_path = content / CHANGES_NAME
-        files[CHANGES_NAME] = changes_path.read_bytes() if changes_path.exists() else b""
+        files.update(read_changes_files(content))
         path = _history_cache(cache_dir, files, last_built(content))
         kept = read_cache(path, tuple)
         if kept is not None:
@@ -196,9 +201,41 @@ def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | 
     digest and the revision `upstream.json` names."""
     digest = hashlib.sha256(repr(revision).encode())
     for name in sorted(files):
-        if name == CHANGES_NAME or name.startswith(f"{LEDGER_FOLDER}/"):
+        if name == CHANGES_NAME or name.startswith((f"{LEDGER_FOLDER}/", f"{CHANGES_FOLDER}/")):
             digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
     return kept(cache_dir, "history", [__file__], suffix="-" + digest.hexdigest()[:24])
+
+
+def changes_path(revision: str) -> str:
+    """Where a revision's changes are, under `content/`: `changes/v0.5.23.jsonl`."""
+    return f"{CHANGES_FOLDER}/{revision.replace('/', '_')}.jsonl"
+
+
+def changes_files(changes: Iterable[Change]) -> dict[str, bytes]:
+    """The change list as files, one per revision, each revision's changes in their order."""
+    grouped: dict[str, list[str]] = {}
+    for change in changes:
+        grouped.setdefault(changes_path(change.revision), []).append(change_line(change))
+    return {path: changes_file(lines) for path, lines in grouped.items()}
+
+
+def read_changes_files(content: Path) -> dict[str, bytes]:
+    """The bytes of the change list's files under `content/`, by path; and of the one file it
+    was (`changes.jsonl`), which the next write replaces."""
+    folder = content / CHANGES_FOLDER
+    files = {f"{CHANGES_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
+    single = content / CHANGES_NAME
+    if single.exists():
+        files[CHANGES_NAME] = single.read_bytes()
+    return files
+
+
+def newest_first(changes: Iterable[Change]) -> tuple[Change, ...]:
+    """Changes by revision, newest first (by date, then version, then name), each revision's
+    in the order given: the order the change list is read back in whatever its files."""
+    from generator.upstream import version_key
+
+    return tuple(sorted(changes, key=lambda c: (c.date, version_key(release_name(c.revision)), c.revision), reverse=True))
 
 
 def change_line(change: Change) -> str:
@@ -213,11 +250,9 @@ def changes_file(lines: Iterable[str]) -> bytes:
 
 
 def write_files(content: Path, files: Mapping[str, bytes]) -> None:
-    """`history_files` into `content/` (see `write_history`)."""
-    folder = content / LEDGER_FOLDER
-    for stale in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
-        if f"{LEDGER_FOLDER}/{stale.name}" not in files:
-            stale.unlink()
+    """`history_files` into `content/` (see `write_history`); the ledger's and change list's
+    files it does not hold are removed, once the others are written (the one change file of
+    earlier builds, `changes.jsonl`, is then in the per-revision files)."""
     for relative, data in files.items():
         target = content / relative
         if target.exists() and target.read_bytes() == data:
@@ -225,6 +260,13 @@ def write_files(content: Path, files: Mapping[str, bytes]) -> None:
         if not data and not target.exists():
             continue
         write_atomic(target, data)
+    for name in (LEDGER_FOLDER, CHANGES_FOLDER):
+        folder = content / name
+        for stale in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
+            if f"{name}/{stale.name}" not in files:
+                stale.unlink()
+    if CHANGES_NAME not in files:
+        (content / CHANGES_NAME).unlink(missing_ok=True)
 
 
 def last_built(content: Path) -> str | None:
@@ -236,18 +278,17 @@ def last_built(content: Path) -> str | None:
 
 
 def load_changes(content: Path) -> tuple[Change, ...]:
-    """The change list, newest first, as the builds so far recorded it."""
-    path = content / CHANGES_NAME
-    if not path.exists():
-        return ()
+    """The change list, newest first (`newest_first`), as the builds so far recorded it: the
+    files of `changes/`, and `changes.jsonl` where earlier builds kept it whole."""
     changes = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                changes.append(Change(**json.loads(line)))
-            except (ValueError, TypeError) as error:
-                raise ContentError(f"{path}:{number}: change record: {error}") from None
-    return tuple(changes)
+    for relative, data in read_changes_files(content).items():
+        for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    changes.append(Change(**json.loads(line)))
+                except (ValueError, TypeError) as error:
+                    raise ContentError(f"{content / relative}:{number}: change record: {error}") from None
+    return newest_first(changes)
 
 
 # -- Updating the ledger ------------------------------------------------------------------------
@@ -702,10 +743,11 @@ class BuildHistory:
     inactive: tuple[LedgerRecord, ...]
     changes: tuple[Change, ...]
     lines: Mapping[str, tuple[tuple, str]] = field(default_factory=dict)
-    # How many of `changes` this build made, and the bytes of the change list it read, which
-    # hold the rest as written: 47,000 lines are not encoded again on every build.
-    fresh: int | None = None
-    earlier: bytes = b""
+    # The changes this build made (None: encode them all), and the bytes of the change
+    # list's files it read, which hold the rest as written: 47,000 lines are not encoded
+    # again on every build.
+    fresh: tuple[Change, ...] | None = None
+    earlier: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def build_history(
@@ -730,9 +772,11 @@ def build_history(
         for _, record in sorted(update.records.items())
         if record.status != "active"
     )
-    path = content / CHANGES_NAME
-    earlier = path.read_bytes() if path.exists() else b""
-    return BuildHistory(update.records, inactive, update.changes + changes, lines, len(update.changes), earlier)
+    earlier = read_changes_files(content)
+    if CHANGES_NAME in earlier:
+        # Written whole by earlier builds: split by revision this once.
+        return BuildHistory(update.records, inactive, newest_first(update.changes + changes), lines)
+    return BuildHistory(update.records, inactive, newest_first(update.changes + changes), lines, update.changes, earlier)
 
 
 def save_history(content: Path, history: BuildHistory, upstream: Upstream, files: Mapping[str, bytes] | None = None) -> None:

@@ -18,7 +18,7 @@ DEFAULT_VERSION = "0.5.23"
 REPO = Path(__file__).resolve().parent.parent
 # What a build writes into its content folder: a test that builds without `--content` would
 # rewrite the repository's own ledger, and CI's real build after the tests would publish it.
-HISTORY_FILES = ("content/ledger", "content/upstream.json", "content/changes.jsonl")
+HISTORY_FILES = ("content/ledger", "content/upstream.json", "content/changes", "content/changes.jsonl")
 
 
 def _history_snapshot() -> dict[Path, bytes]:

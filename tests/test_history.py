@@ -378,3 +378,23 @@ def test_an_old_traceback_points_at_where_an_error_was_raised_before_it_moved(hi
     assert (with_places[0].id, with_places[0].match) == (kv4.id, "traceback")
     without = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang"))
     assert not without or without[0].match != "traceback"
+
+
+def test_the_change_list_is_a_file_per_revision_and_one_whole_file_is_split_losing_nothing(history, tmp_path):
+    """Each revision's changes are a small file of their own (a build adds or changes one), read
+    back newest first; a content folder from before, with the whole list in `changes.jsonl`,
+    is read the same and split by the next write."""
+    from generator.history import CHANGES_NAME, change_line, changes_file, history_files, write_files
+
+    shas, _, _, _, two = history
+    content = tmp_path / "content"
+    write_history(content, two.records, two.changes)
+    assert sorted(p.name for p in (content / "changes").iterdir()) == [f"{shas[1]}.jsonl"]
+    assert load_changes(content) == two.changes
+    # As earlier builds left it: one file, newest first.
+    for path in (content / "changes").iterdir():
+        path.unlink()
+    (content / CHANGES_NAME).write_bytes(changes_file(change_line(c) for c in two.changes))
+    assert load_changes(content) == two.changes
+    write_files(content, history_files(two.records, load_changes(content)))
+    assert not (content / CHANGES_NAME).exists() and load_changes(content) == two.changes
