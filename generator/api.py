@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from generator.model import Article, Change, Curated, Family, ListedError, Upstream, Versions
+from generator.model import PHASES, Article, Callers, Change, Curated, Family, ListedError, Upstream, Versions
 
 SCHEMA_VERSION = 1
 
@@ -34,6 +34,7 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "title": article.title,
         "status": article.status,
         "scope": article.scope,
+        "phase": article.phase,
         "upstream": {"repo": upstream.repo, "revision": upstream.revision, "date": upstream.date},
         "locations": [
             {
@@ -46,6 +47,8 @@ def error_document(article: Article, upstream: Upstream) -> dict:
                 "context": list(location.site.context),
                 "assert_condition": location.site.assert_condition,
                 "url": location.url,
+                "phase": location.route.phase if location.route else None,
+                "callers": _callers(location.route.callers) if location.route else None,
                 "docstring": location.docstring,
                 "snippet": None
                 if location.snippet is None
@@ -92,6 +95,18 @@ def error_document(article: Article, upstream: Upstream) -> dict:
         "versions": _versions(article.versions),
     }
     return document
+
+
+def _callers(callers: Callers) -> dict:
+    """A tree of callers (`model.Callers`) as data: each call's place, function and
+    conditions, and its own callers; `more` counts the callers not listed."""
+    return {
+        "nodes": [
+            {"path": n.path, "line": n.line, "function": n.function, "conditions": list(n.conditions), "callers": _callers(n.callers)}
+            for n in callers.nodes
+        ],
+        "more": callers.more,
+    }
 
 
 def _versions(versions: Versions | None) -> dict | None:
@@ -144,6 +159,7 @@ def index_document(articles: Sequence[Article | ListedError], upstream: Upstream
                 "status": article.status,
                 "path": article.sites[0].path if article.sites else (article.record.path if article.record else ""),
                 "curated": article.curated is not None,
+                "phase": article.phase,
             }
             for article in articles
         ],
@@ -182,6 +198,39 @@ _STRINGS = {"type": "array", "items": _STRING}
 _ID = {"type": "string", "pattern": "^[0-9a-f]{16}$"}
 
 
+_PHASE = (
+    "When in SGLang's life it is raised, from a static call graph of upstream's code: launch (argument and environment "
+    "resolution at start-up), load (model config, weights, tokenizer, quantization, memory pools, CUDA graphs), request "
+    "(validating one client request), serving (scheduler, workers, kernels, communication), tool (CLI utilities, "
+    "benchmarks, the client-side language, SGLang's own tests), unreachable (nothing in the tree calls it). Null for an "
+    "error no longer raised."
+)
+
+# The tree of a function's callers, as `_callers` writes it.
+_CALLERS = {
+    "type": "object",
+    "description": "The functions that call the one around the site, up to three levels up, each call with the `if` tests "
+    "around it in its function; `more` counts the callers not listed. Calls through registration tables or getattr are not seen.",
+    "required": ["nodes", "more"],
+    "properties": {
+        "nodes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "line", "function", "conditions", "callers"],
+                "properties": {
+                    "path": _STRING, "line": {"type": "integer", "minimum": 1}, "function": _STRING, "conditions": _STRINGS,
+                    "callers": {"$ref": "#/$defs/callers"},
+                },
+                "additionalProperties": False,
+            },
+        },
+        "more": {"type": "integer", "minimum": 0},
+    },
+    "additionalProperties": False,
+}
+
+
 def error_schema(base_url: str) -> dict:
     """The JSON Schema (draft 2020-12) of `/api/errors/<id>.json`."""
     location = {
@@ -201,6 +250,8 @@ def error_schema(base_url: str) -> dict:
             "context": _STRINGS,
             "assert_condition": _nullable(_STRING),
             "url": {"type": "string", "pattern": "^https://.*#L[0-9]+$"},
+            "phase": _nullable({"enum": list(PHASES), "description": _PHASE}),
+            "callers": _nullable({"$ref": "#/$defs/callers"}),
             "docstring": _nullable(_STRING),
             "snippet": _nullable(
                 {
@@ -252,6 +303,7 @@ def error_schema(base_url: str) -> dict:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": base_url.rstrip("/") + "/api/schema/error.json",
         "title": "An SGLang error as errorkb describes it",
+        "$defs": {"callers": _CALLERS},
         "type": "object",
         "required": [
             "schema_version", "id", "kind", "exception", "message", "upstream", "locations", "trigger",
@@ -266,6 +318,7 @@ def error_schema(base_url: str) -> dict:
             "title": _STRING,
             "status": {"enum": ["active", "retired", "moved", "split"]},
             "scope": {"enum": ["product", "test", "benchmark", "example"]},
+            "phase": _nullable({"enum": list(PHASES), "description": "The earliest phase of its locations. " + _PHASE}),
             "upstream": {
                 "type": "object",
                 "required": ["repo", "revision", "date"],

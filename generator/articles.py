@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from generator import audit, derive, history, model
+from generator import audit, callgraph, derive, history, model
 from generator.cache import BlobState, cached_values, read_state, write_state
 from generator.highlight import Excerpts, Highlighting, excerpts_of, site_excerpts
 from generator.model import Article, Curated, ErrorEntry, LedgerRecord, Upstream
@@ -82,6 +82,7 @@ def derive_all(
     settings: model.Servers | None = None,
     families: Mapping[str, model.Family] | None = None,
     versions: Mapping[str, model.Versions] | None = None,
+    routes: callgraph.Routes | None = None,
 ) -> DerivedArticles:
     """Every article's page digest (`PageManifest.digests`), deriving again only the articles
     whose inputs changed since the last build (`state`, which found the `changed` entries, is
@@ -90,18 +91,24 @@ def derive_all(
     docstrings: `joined` adds them to those whose pages are rendered."""
     ledger = past.inactive
     state.codes = {error: record.code for error, record in past.records.items() if record.status == "active" and record.code}
-    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings, families or {}, versions or {})
+    made = DerivedArticles(upstream, entries, curated, ledger, stale or {}, pins or {}, settings, families or {}, versions or {}, routes)
     # Read from the changed entries before the ranking is asked for: it may still be under way
     # in the background meanwhile.
     made.read(changed)
     retitled, made.flags = state.update_entries(entries, changed, made.mentions)
     made.related = related()
-    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings, made.families, made.versions)
+    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings, made.families, made.versions, route_keys(entries, made.routes))
     digests = manifest.digests(made.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(made.ids)}
     write_state(cache_dir, "articles", derive.__file__, state)
     made.digests = state.digests
     return made
+
+
+def route_keys(entries: tuple[ErrorEntry, ...], routes) -> dict[str, str]:
+    """By id, the keys of the routes of its sites (`callgraph.Routes.key`): what its page says
+    of its phase and callers."""
+    return {entry.id: " ".join(routes.key((site.path, site.function)) for site in entry.sites) for entry in entries} if routes else {}
 
 
 class DerivedArticles:
@@ -119,10 +126,11 @@ class DerivedArticles:
         settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
         versions: Mapping[str, model.Versions] | None = None,
+        routes: callgraph.Routes | None = None,
     ) -> None:
         self.upstream, self.entries, self.curated, self.ledger = upstream, entries, curated, ledger
         self.stale, self.pins, self.settings, self.families = stale, pins, settings or model.Servers({}), families or {}
-        self.versions = versions or {}
+        self.versions, self.routes = versions or {}, routes
         self.flags: frozenset[str] = frozenset()
         self.by_id = {entry.id: entry for entry in entries}
         self.ids = self.by_id.keys() | {record.id for record in ledger}
@@ -150,7 +158,7 @@ class DerivedArticles:
             self.read(todo)
             made = derive.derive_articles(
                 self.entries, self.curated, self.upstream, self.ledger, self.related, self.stale, self.pins,
-                self.triggers, self.mentions, self.flags, todo, self.settings, self.families, self.versions,
+                self.triggers, self.mentions, self.flags, todo, self.settings, self.families, self.versions, self.routes,
             )
             self._made.update((article.id, article) for article in made)
         return tuple(self._made[error] for error in sorted(wanted))
@@ -252,9 +260,11 @@ class ArticleState(BlobState):
         settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
         versions: Mapping[str, model.Versions] | None = None,
+        routes: Mapping[str, str] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
-        found (`changed`, `retitled`); the state takes in the rest of this build's inputs."""
+        found (`changed`, `retitled`); the state takes in the rest of this build's inputs.
+        `routes` are the keys of each error's routes (`route_keys`)."""
         inactive = {record.id for record in ledger}
         versions = versions or {}
         dirty = set(changed)
@@ -273,7 +283,7 @@ class ArticleState(BlobState):
             error: "\0".join(
                 (
                     " ".join(related.get(error, ())), pinned[id(pins.get(error, upstream))], " ".join(aliases.get(error, ())), stale.get(error, ""),
-                    repr(versions.get(error)),
+                    repr(versions.get(error)), (routes or {}).get(error, ""),
                     # The settings its page may explain: those its message or conditions name.
                     *(keys[name] for name in (*self.named.get(error, ()), *self.candidates.get(error, "").split("\0")) if name in keys),
                 )

@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
-from generator import articles, audit, history, pages, render, workers
+from generator import articles, audit, callgraph, history, pages, render, workers
 from generator.config import Config
 from generator.content import printed_forms
 from generator.highlight import Highlighting
@@ -60,11 +60,16 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         if (previous := stamp.previous()) is not None:
             return previous
         # Extract and group.
-        extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs)
+        extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs, facts=True)
         upstream, repo = extraction.upstream, extraction.upstream.repo
         entries = group_sites(extraction.sites, repo)
         by_id = {entry.id: entry for entry in entries}
         blobs = {file.path: file.blob_sha for file in extraction.files}
+        # How SGLang gets to each site: its phase and callers, from the call graph of the tree,
+        # in another process. The extraction kept the facts of the files it parsed; the few it
+        # did not (kept by an older graph) are read here, since that process reads no source.
+        texts = {file.path: source.read(file) for file in callgraph.lacking(extraction.files, inputs.cache_dir)}
+        (routes,) = workers.background([partial(callgraph.build_routes, extraction.files, extraction.sites, inputs.cache_dir, texts, 1)], jobs, len(entries))
         # What each file's sites were made from: its blob, and for a file calling raisers the
         # raisers it sees. States updated by what changed take this, the ledger's code
         # fingerprints the blobs (the code a page shows).
@@ -112,9 +117,10 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         # Home, the changes by release and the API's index, then the family pages, in another
         # process.
+        routes = routes()
         shared, family_pages = workers.background(
             [
-                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records), inputs.cache_dir),
+                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records), inputs.cache_dir, routes),
                 partial(pages.family_files, families, by_id, info),
             ],
             jobs,
@@ -124,7 +130,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         from generator.flags import servers_of
 
         pins = history.pinned_upstreams(past.records, upstream)
-        derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, servers_of(source, inputs.cache_dir), families, versions)
+        derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, servers_of(source, inputs.cache_dir), families, versions, routes)
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(derived.digests, hashes, spare)
         rendered = derived.articles(derived.digests.keys() - unchanged)

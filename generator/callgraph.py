@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import hashlib
+import pickle
+import sys
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
-# When in SGLang's life an error is raised.
-PHASES = ("launch", "load", "request", "serving", "tool", "unreachable")
+from generator.model import PHASES, CallerNode, Callers, Route, site_scope
 
 # The entry points of each phase, as globs of `path:function` (fnmatch rules: `*` crosses
 # folders and dots). These are where the graph starts; what they call is found by the graph.
@@ -355,14 +358,17 @@ def _dotted(node: ast.AST) -> str:
 Function = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(NamedTuple):
     """One call of a function: the calling function, where, and the tests around the call."""
 
     path: str
     function: str
     line: int
     conditions: tuple[str, ...]
+
+
+# How many callers a page lists at each level up from the raising function.
+CALLER_WIDTHS = (6, 2, 1)
 
 
 # How many classes may define a method for a call of it on an unknown object to count, in the
@@ -372,38 +378,72 @@ _MAY_DISPATCH = 12
 _COMMON_METHODS = frozenset({"__init__", "__call__", "forward", "get", "run", "update", "close", "start", "stop", "reset", "init", "load", "step", "apply"})
 
 
-class CallGraph:
-    """Every function's callers, from the facts of every file."""
+# What resolving one module's calls gave: its edges (caller, target path, target function, line,
+# conditions), its calls of a method several classes define (caller, the definers), and the
+# names it looked up: modules by name, and method names as `#name`. Resolving it again gives
+# the same while its own facts and everything it looked up are the same (`GraphState`).
+Resolved = tuple[tuple[tuple[str, str, str, int, tuple[str, ...]], ...], tuple[tuple[str, tuple[Function, ...]], ...], frozenset[str]]
 
-    def __init__(self, facts: Iterable[ModuleFacts]) -> None:
-        self.modules: dict[str, ModuleFacts] = {}
-        for fact in facts:
-            self.modules.setdefault(fact.module, fact)
+
+class CallGraph:
+    """Every function's callers, from the facts of every file. `resolved` holds modules'
+    calls already resolved (by path); the others' are resolved here, from their facts."""
+
+    def __init__(
+        self, facts: Iterable[ModuleFacts], resolved: Mapping[str, Resolved] | None = None, methods: dict | None = None, callers: dict | None = None
+    ) -> None:
+        self.modules = modules_of(facts)
         self.by_path = {fact.path: fact for fact in self.modules.values()}
-        # Method name -> the functions that define it, across classes.
-        methods: dict[str, list[Function]] = {}
-        for fact in self.modules.values():
-            for name in fact.functions:
-                owner, _, method = name.rpartition(".")
-                if owner in fact.classes:
-                    methods.setdefault(method, []).append((fact.path, name))
-        self._methods = methods
-        self.callers: dict[Function, list[Caller]] = {}
-        self.callees: dict[Function, set[Function]] = {}
-        # Calls of a method several classes define (`self.backend.init_forward_metadata()`):
-        # any of them may run, which the phase walk follows; not listed as callers.
-        self.maybe: dict[Function, set[Function]] = {}
-        for fact in self.modules.values():
-            for call in fact.calls:
-                found = self.resolve(fact, call.caller, call.callee)
-                for target in found:
-                    self.callers.setdefault(target, []).append(Caller(fact.path, call.caller, call.line, call.conditions))
-                    self.callees.setdefault((fact.path, call.caller), set()).add(target)
-                if not found and "." in call.callee:
-                    head, method = call.callee.split(".", 1)[0], call.callee.rpartition(".")[2]
-                    definers = methods.get(method, ())
-                    if 1 < len(definers) <= _MAY_DISPATCH and method not in _COMMON_METHODS and head not in fact.imports:
-                        self.maybe.setdefault((fact.path, call.caller), set()).update(definers)
+        # `methods` is `method_index(self.modules)`, when the caller has it.
+        self.methods = methods if methods is not None else method_index(self.modules)
+        self._probed: set[str] = set()
+        resolved = resolved or {}
+        self.resolved: dict[str, Resolved] = {
+            path: resolved[path] if path in resolved else self.resolve_module(fact) for path, fact in self.by_path.items()
+        }
+        # Each function's callers, as tuples of `Caller`'s fields. With `callers` (as
+        # `GraphState` keeps them) they are the caller's to bring up to date.
+        self.callers: dict[Function, list[tuple]] = callers if callers is not None else callers_of_edges(self.resolved)
+        self._callees: dict[Function, set[Function]] | None = None
+
+    @property
+    def callees(self) -> dict[Function, set[Function]]:
+        """What each function calls, and (in the phase walk) may call: a call of a method several
+        classes define (`self.backend.init_forward_metadata()`) may run any of them."""
+        if self._callees is None:
+            # From the callers: a graph kept between builds keeps its modules' calls only there.
+            callees: dict[Function, set[Function]] = {}
+            for target, callers in self.callers.items():
+                for path, caller, _, _ in callers:
+                    callees.setdefault((path, caller), set()).add(target)
+            for path, (_, maybe, _) in self.resolved.items():
+                for caller, definers in maybe:
+                    callees.setdefault((path, caller), set()).update(definers)
+            self._callees = callees
+        return self._callees
+
+    def resolve_module(self, fact: ModuleFacts) -> Resolved:
+        """The calls of one module, resolved, with the names looked up to resolve them."""
+        self._probed = probed = set()
+        edges, maybe = [], {}
+        for call in fact.calls:
+            found = self.resolve(fact, call.caller, call.callee)
+            for target_path, target_function in found:
+                edges.append((call.caller, target_path, target_function, call.line, call.conditions))
+            if not found and "." in call.callee:
+                head, method = call.callee.split(".", 1)[0], call.callee.rpartition(".")[2]
+                definers = self._definers(method)
+                if 1 < len(definers) <= _MAY_DISPATCH and method not in _COMMON_METHODS and head not in fact.imports:
+                    maybe.setdefault(call.caller, set()).update(definers)
+        return tuple(edges), tuple((caller, tuple(sorted(targets))) for caller, targets in maybe.items()), frozenset(probed)
+
+    def _module(self, name: str) -> ModuleFacts | None:
+        self._probed.add(name)
+        return self.modules.get(name)
+
+    def _definers(self, method: str) -> tuple[Function, ...]:
+        self._probed.add("#" + method)
+        return self.methods.get(method, ())
 
     # -- Resolving names ---------------------------------------------------------------------
 
@@ -456,7 +496,7 @@ class CallGraph:
         """A fully dotted name: the longest module prefix, then the rest inside it."""
         parts = dotted.split(".")
         for cut in range(len(parts) - 1, 0, -1):
-            module = self.modules.get(".".join(parts[:cut]))
+            module = self._module(".".join(parts[:cut]))
             if module is not None:
                 return self._name(module, ".".join(parts[cut:]), depth)
         return None
@@ -472,7 +512,7 @@ class CallGraph:
         full = f"{target}.{rest}" if rest else target
         parts = full.split(".")
         for cut in range(len(parts) - 1, 0, -1):
-            module = self.modules.get(".".join(parts[:cut]))
+            module = self._module(".".join(parts[:cut]))
             if module is not None:
                 name = ".".join(parts[cut:])
                 if name in module.classes:
@@ -508,7 +548,7 @@ class CallGraph:
 
     def _by_method_name(self, method: str) -> list[Function]:
         """The one method of that name in the tree, when only one class defines it."""
-        found = self._methods.get(method, ())
+        found = self._definers(method)
         return list(found) if len(found) == 1 and method not in _COMMON_METHODS else []
 
     # -- Walking -----------------------------------------------------------------------------
@@ -521,7 +561,7 @@ class CallGraph:
         for level in range(1, depth + 1):
             following = []
             for target in frontier:
-                for caller in sorted(self.callers.get(target, ()), key=lambda c: (c.path, c.line, c.function)):
+                for caller in map(Caller._make, sorted(self.callers.get(target, ()), key=lambda c: (c[0], c[2], c[1]))):
                     found.append((level, caller))
                     key = (caller.path, caller.function)
                     if key not in seen:
@@ -530,34 +570,110 @@ class CallGraph:
             frontier = following
         return found
 
-    def phases(self, entry_points: Iterable[tuple[str, Iterable[str]]] = ENTRY_POINTS) -> dict[Function, str]:
+    def tree(self, path: str, function: str, widths: tuple[int, ...] = CALLER_WIDTHS) -> Callers:
+        """The callers of a function as a tree, a level per width: at most that many callers of
+        each function at that level, the product's before SGLang's tests, benchmarks and
+        examples, then by place; a caller already on the way up is not followed again."""
+        return named(self.plain_tree(path, function, widths))
+
+    def plain_tree(self, path: str, function: str, widths: tuple[int, ...] = CALLER_WIDTHS) -> tuple:
+        """`tree` as plain tuples: `(nodes, more)`, each node `(path, function, line,
+        conditions, its callers)`, which pickle several times faster than named ones."""
+
+        def level(target: Function, depth: int, chain: frozenset) -> tuple:
+            found = sorted(self.callers.get(target, ()), key=lambda c: (site_scope(c[0]) != "product", c[0], c[2], c[1]))
+            nodes = []
+            for path, caller, line, conditions in found[: widths[depth]]:
+                key = (path, caller)
+                above = level(key, depth + 1, chain | {key}) if depth + 1 < len(widths) and key not in chain else ((), 0)
+                nodes.append((path, caller, line, conditions, above))
+            return tuple(nodes), len(found) - len(nodes)
+
+        return level((path, function), 0, frozenset({(path, function)}))
+
+    def phases(self, entry_points: Iterable[tuple[str, Iterable[str]]] = ENTRY_POINTS, seeds: Mapping[str, tuple] | None = None) -> dict[Function, str]:
         """Each function's phase: that of the nearest entry point it is reached from (a
         breadth-first walk from all at once, in the order given on a tie). Functions that
-        nothing reaches are absent."""
-        # Each glob is a path part and a function part: the paths are matched once each, and
-        # only the functions of matching files against the function parts.
-        rules = []
-        for phase, globs in entry_points:
-            for glob in globs:
-                path_glob, _, function_glob = glob.partition(":")
-                rules.append((phase, re.compile(fnmatch.translate(path_glob)), re.compile(fnmatch.translate(function_glob or "*"))))
+        nothing reaches are absent. `seeds` are `entry_seeds` by path, where already known."""
+        rules = entry_rules(entry_points)
+        seeds = seeds or {}
+        start = sorted(
+            (rule, path, position, name)
+            for path, fact in self.by_path.items()
+            for rule, position, name in (seeds[path] if path in seeds else entry_seeds(fact, rules))
+        )
         phase_of: dict[Function, str] = {}
         queue: deque[Function] = deque()
-        for phase, path_pattern, function_pattern in rules:
-            for fact in self.modules.values():
-                if not path_pattern.match(fact.path):
-                    continue
-                for name in (*fact.functions, ""):
-                    if (fact.path, name) not in phase_of and function_pattern.match(name or "<module>"):
-                        phase_of[fact.path, name] = phase
-                        queue.append((fact.path, name))
+        for rule, path, _, name in start:
+            phase_of[path, name] = rules[rule][0]
+            queue.append((path, name))
+        callees = self.callees
         while queue:
             current = queue.popleft()
-            for target in sorted(self.callees.get(current, set()) | self.maybe.get(current, set())):
+            for target in sorted(callees.get(current, ())):
                 if target not in phase_of:
                     phase_of[target] = phase_of[current]
                     queue.append(target)
         return phase_of
+
+
+def named(plain: tuple) -> Callers:
+    """A tree of callers from `CallGraph.plain_tree`'s tuples."""
+    nodes, more = plain
+    return Callers(tuple(CallerNode(path, function, line, conditions, named(above)) for path, function, line, conditions, above in nodes), more)
+
+
+def entry_rules(entry_points: Iterable[tuple[str, Iterable[str]]] = ENTRY_POINTS) -> list[tuple[str, re.Pattern, re.Pattern]]:
+    """Each glob as its phase, a path pattern and a function pattern."""
+    rules = []
+    for phase, globs in entry_points:
+        for glob in globs:
+            path_glob, _, function_glob = glob.partition(":")
+            rules.append((phase, re.compile(fnmatch.translate(path_glob)), re.compile(fnmatch.translate(function_glob or "*"))))
+    return rules
+
+
+def entry_seeds(fact: ModuleFacts, rules: list[tuple[str, re.Pattern, re.Pattern]]) -> tuple[tuple[int, int, str], ...]:
+    """The entry points among a module's functions (and its module code, ""): for each, the
+    first rule it matches, its position in the module and its name."""
+    seeds = []
+    names = (*fact.functions, "")
+    for rule, (_, path_pattern, function_pattern) in enumerate(rules):
+        if path_pattern.match(fact.path):
+            seeds.extend((rule, position, name) for position, name in enumerate(names) if function_pattern.match(name or "<module>"))
+    first: dict[str, tuple[int, int, str]] = {}
+    for seed in seeds:
+        first.setdefault(seed[2], seed)
+    return tuple(sorted(first.values()))
+
+
+def modules_of(facts: Iterable[ModuleFacts]) -> dict[str, ModuleFacts]:
+    """The facts by module name; of two files that are one module, the first."""
+    modules: dict[str, ModuleFacts] = {}
+    for fact in facts:
+        modules.setdefault(fact.module, fact)
+    return modules
+
+
+def method_index(modules: Mapping[str, ModuleFacts]) -> dict[str, tuple[Function, ...]]:
+    """Method name -> the functions that define it, across classes."""
+    methods: dict[str, list[Function]] = {}
+    for fact in modules.values():
+        for name in fact.functions:
+            owner, _, method = name.rpartition(".")
+            if owner in fact.classes:
+                methods.setdefault(method, []).append((fact.path, name))
+    return {method: tuple(definers) for method, definers in methods.items()}
+
+
+def callers_of_edges(resolved: Mapping[str, Resolved], paths: Iterable[str] | None = None) -> dict[Function, list[tuple]]:
+    """Each function's callers, from the resolved calls of `paths` (every module's by default),
+    as plain tuples of `Caller`'s fields: a build keeps 120,000 of them between builds."""
+    callers: dict[Function, list[tuple]] = {}
+    for path in resolved if paths is None else paths:
+        for caller, target_path, target_function, line, conditions in resolved[path][0]:
+            callers.setdefault((target_path, target_function), []).append((path, caller, line, conditions))
+    return callers
 
 
 def phase_of(graph_phases: Mapping[Function, str], path: str, function: str, scope: str) -> str:
@@ -593,32 +709,204 @@ def facts_from_json(data: dict, path: str) -> ModuleFacts:
     )
 
 
-def source_facts(source, cache_dir, jobs: int | None = None) -> list[ModuleFacts]:
-    """The facts of every Python file of `source`, read only for blobs the cache (`facts`, by
-    blob sha, under a digest of this module) does not hold; files that do not parse are left
-    out (`errorkb build` reports them)."""
-    from generator import workers
+def facts_store(cache_dir):
+    """Where the facts of each blob are kept, by blob sha, under a digest of this module."""
     from generator.cache import Store, code_digest
 
-    store = Store(cache_dir, "facts", code_digest([__file__]))
-    found: list[ModuleFacts] = []
+    return Store(cache_dir, "facts", code_digest([__file__]))
+
+
+def source_facts(source, cache_dir, jobs: int | None = None) -> list[ModuleFacts]:
+    """The facts of every Python file of `source` (`blob_facts`), by path."""
+    files = [file for file in source.files() if file.path.endswith(".py")]
+    return sorted(filter(None, blob_facts(files, cache_dir, source.read, jobs).values()), key=lambda f: f.path)
+
+
+def lacking(files, cache_dir) -> list:
+    """The Python files among `files` whose blobs' facts the cache does not hold."""
+    store = facts_store(cache_dir)
+    return [file for file in files if file.path.endswith(".py") and not store.has(file.blob_sha)]
+
+
+def blob_facts(files, cache_dir, read, jobs: int | None = None) -> dict[str, ModuleFacts]:
+    """The facts of `files` by path, read (`read(file)` gives a file's bytes, or None when it
+    cannot) only for blobs the cache (`facts_store`) does not hold; None for a file that does
+    not parse (`errorkb build` reports it), and nothing for one that could not be read."""
+    from generator import workers
+
+    store = facts_store(cache_dir)
+    found: dict[str, ModuleFacts | None] = {}
     missing = []
-    for file in source.files():
-        if not file.path.endswith(".py"):
-            continue
+    for file in files:
         data = store.get(file.blob_sha)
         if isinstance(data, dict) and "module" in data:
-            found.append(facts_from_json(data, file.path))
-        elif not (isinstance(data, dict) and data.get("unparsable")):
+            found[file.path] = facts_from_json(data, file.path)
+        elif isinstance(data, dict) and data.get("unparsable"):
+            found[file.path] = None
+        else:
             missing.append(file)
-    chunks = [missing[start : start + 16] for start in range(0, len(missing), 16)]
-    batches = [[(file.path, source.read(file)) for file in chunk] for chunk in chunks]
+    texts = [(file, read(file)) for file in missing]
+    texts = [(file, data) for file, data in texts if data is not None]
+    chunks = [texts[start : start + 16] for start in range(0, len(texts), 16)]
+    batches = [[(file.path, data) for file, data in chunk] for chunk in chunks]
     for chunk, facts in zip(chunks, workers.mapped(_facts_batch, batches, 2, jobs)):
-        for file, fact in zip(chunk, facts):
+        for (file, _), fact in zip(chunk, facts):
             store.put(file.blob_sha, fact if fact is not None else {"unparsable": True})
-            if fact is not None:
-                found.append(facts_from_json(fact, file.path))
-    return sorted(found, key=lambda f: f.path)
+            found[file.path] = facts_from_json(fact, file.path) if fact is not None else None
+    return found
+
+
+class GraphState:
+    """The call graph of the last build, kept in the cache so that a rebuild resolves again
+    only the modules whose facts changed and those whose resolution looked up a name that
+    changed (a module that came, went or changed, or a method name whose definers changed);
+    walks the phases again only when some function or call between functions did; and makes
+    again only the trees of callers that a changed list of callers reaches (`Routes`). What
+    it gives is what `CallGraph(source_facts(...))` gives."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, str] = {}
+        # By path: the module's facts without its calls (what other modules' resolution reads),
+        # its calls resolved, its entry points (`entry_seeds`), and a digest of its functions
+        # and of the calls between functions it makes.
+        self.summaries: dict[str, ModuleFacts] = {}
+        self.resolved: dict[str, Resolved] = {}
+        self.seeds: dict[str, tuple] = {}
+        self.shapes: dict[str, str] = {}
+        self.methods: dict[str, tuple[Function, ...]] = {}
+        self.callers: dict[Function, list[tuple]] = {}
+        self.phases: dict[Function, str] = {}
+        # The functions whose callers changed in the last update.
+        self.touched: set[Function] = set()
+        # By site function: a digest of its tree of callers, and the tree (`CallGraph.plain_tree`).
+        self.routes: dict[Function, tuple[str, tuple]] = {}
+
+    def update(self, blobs: Mapping[str, str], facts_of) -> tuple[CallGraph, dict[Function, str]]:
+        """The graph of the Python files `blobs` (path -> blob sha) and its phases;
+        `facts_of(paths)` gives the full facts of those paths (`blob_facts`)."""
+        changed = {path for path in self.blobs.keys() | blobs.keys() if self.blobs.get(path) != blobs.get(path)}
+        for path in changed:
+            self.summaries.pop(path, None)
+            self.seeds.pop(path, None)
+        found = facts_of(sorted(path for path in changed if path in blobs))
+        full = {path: fact for path, fact in found.items() if fact is not None}
+        self.summaries.update(full)
+        # Whose resolution looked up a module that changed, or a method whose definers did.
+        index = method_index(modules_of(self.summaries[path] for path in sorted(self.summaries)))
+        names = {module_name(path) for path in changed}
+        names.update("#" + method for method in index.keys() | self.methods.keys() if index.get(method) != self.methods.get(method))
+        again = [path for path, (_, _, probed) in self.resolved.items() if path not in changed and not names.isdisjoint(probed)]
+        full.update((path, fact) for path, fact in facts_of(sorted(again)).items() if fact is not None)
+        redo = changed | set(again)
+        for path in redo:
+            self.resolved.pop(path, None)
+        cold = not self.resolved
+        graph = CallGraph([full.get(path) or self.summaries[path] for path in sorted(self.summaries)], self.resolved, index, None if cold else self.callers)
+        # The callers of the functions the modules resolved again call, or called. The state
+        # keeps each module's calls in the callers only (`_slim`).
+        if cold:
+            self.callers, self.touched = graph.callers, set(graph.callers)
+        else:
+            before = {target for target, callers in self.callers.items() if any(caller[0] in redo for caller in callers)}
+            fresh = callers_of_edges(graph.resolved, sorted(redo & graph.resolved.keys()))
+            self.touched = before | fresh.keys()
+            for target in self.touched:
+                kept = [caller for caller in self.callers.get(target, ()) if caller[0] not in redo] + fresh.get(target, [])
+                if kept:
+                    self.callers[target] = kept
+                else:
+                    self.callers.pop(target, None)
+        graph.callers = self.callers
+        self.summaries = {path: _summary(full.get(path) or fact) for path, fact in self.summaries.items()}
+        self.methods = index
+        # A file whose facts could not be had is read again by the next build.
+        self.blobs = {path: blob for path, blob in blobs.items() if path in found or path not in changed}
+        # The phases follow functions and the calls between them, not lines or conditions.
+        shapes = {}
+        for path in graph.resolved.keys() - self.shapes.keys() | (redo & graph.resolved.keys()):
+            edges, maybe, _ = graph.resolved[path]
+            calls = sorted({(caller, target_path, target_function) for caller, target_path, target_function, _, _ in edges})
+            shape = repr((sorted(graph.by_path[path].functions), calls, maybe))
+            shapes[path] = hashlib.blake2b(shape.encode(), digest_size=12).hexdigest()
+        moved = any(self.shapes.get(path) != shape for path, shape in shapes.items()) or self.shapes.keys() - graph.resolved.keys()
+        self.shapes = {path: shapes.get(path) or self.shapes[path] for path in graph.resolved}
+        self.resolved = {path: _slim(found) for path, found in graph.resolved.items()}
+        if moved or not self.phases:
+            rules = entry_rules()
+            self.seeds = {path: self.seeds.get(path) or entry_seeds(fact, rules) for path, fact in graph.by_path.items()}
+            self.phases = graph.phases(seeds=self.seeds)
+        return graph, self.phases
+
+
+@dataclass
+class Routes:
+    """How SGLang gets to the sites of a build, by (path, function): each one's phase, a key of
+    its route (its phase and a digest of its tree of callers), and its tree as plain tuples,
+    made a `Route` when asked for (`get`): the pages of a rebuild ask for a few."""
+
+    phases: dict[Function, str]
+    keys: dict[Function, str]
+    trees: dict[Function, tuple]
+
+    def phase(self, where: Function) -> str | None:
+        return self.phases.get(where)
+
+    def key(self, where: Function) -> str:
+        return self.keys.get(where, "")
+
+    def get(self, where: Function) -> Route | None:
+        phase = self.phases.get(where)
+        return None if phase is None else Route(phase, named(self.trees[where]))
+
+
+def routes_of(graph: CallGraph, phases: Mapping[Function, str], state: GraphState, functions: Iterable[Function]) -> Routes:
+    """The `Routes` of `functions`. A tree of callers is kept from the last build (`state`)
+    unless a list of callers it follows (its function's, or a listed caller's) changed."""
+    kept, touched = state.routes, state.touched
+    made: dict[Function, tuple[str, tuple]] = {}
+    for where in functions:
+        found = kept.get(where)
+        if found is None or where in touched or not touched.isdisjoint(_expanded(found[1])):
+            tree = graph.plain_tree(*where)
+            found = (hashlib.blake2b(pickle.dumps(tree, protocol=5), digest_size=8).hexdigest(), tree)
+        made[where] = found
+    state.routes = made
+    found_phases = {where: phase_of(phases, where[0], where[1], site_scope(where[0])) for where in made}
+    return Routes(found_phases, {where: f"{found_phases[where]}:{digest}" for where, (digest, _) in made.items()}, {where: tree for where, (_, tree) in made.items()})
+
+
+def _expanded(tree: tuple) -> Iterator[Function]:
+    """The callers a plain tree lists, at every level."""
+    for path, function, _, _, above in tree[0]:
+        yield path, function
+        yield from _expanded(above)
+
+
+def build_routes(files, sites, cache_dir, texts: Mapping[str, bytes], jobs: int | None = None) -> Routes:
+    """How SGLang gets to each of `sites` (`Routes`), from the call graph of `files`, whose
+    facts are in the cache (`facts_store`) or parsed from `texts` (by path); the graph is kept
+    in the cache between builds (`GraphState`). Reads no source, so that another process can
+    run it while the build reads its own."""
+    from generator.cache import kept, read_cache, write_cache
+
+    path = kept(cache_dir, "callgraph", [__file__, sys.modules[site_scope.__module__].__file__], suffix="-state")
+    state = read_cache(path, GraphState) or GraphState()
+    python = {file.path: file for file in files if file.path.endswith(".py")}
+    graph, phases = state.update(
+        {name: file.blob_sha for name, file in python.items()}, lambda paths: blob_facts([python[p] for p in paths], cache_dir, lambda f: texts.get(f.path), jobs)
+    )
+    routes = routes_of(graph, phases, state, sorted({(site.path, site.function) for site in sites}))
+    write_cache(path, pickle.dumps(state, protocol=5))
+    return routes
+
+
+def _slim(resolved: Resolved) -> Resolved:
+    """A module's resolved calls without its edges, which the callers hold."""
+    return resolved if not resolved[0] else ((), resolved[1], resolved[2])
+
+
+def _summary(fact: ModuleFacts) -> ModuleFacts:
+    return fact if not fact.calls else ModuleFacts(fact.path, fact.module, fact.imports, fact.functions, fact.classes, ())
 
 
 def _facts_batch(batch: list[tuple[str, bytes]]) -> list[dict | None]:

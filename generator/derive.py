@@ -781,12 +781,14 @@ def listed_errors(
     entries: tuple[ErrorEntry, ...],
     curated: Mapping[str, Curated],
     ledger: tuple[LedgerRecord, ...] = (),
+    routes=None,
 ) -> tuple[ListedError, ...]:
     """The errors as the lists of errors show them (home and browse pages, the API's index),
     sorted by id: each `derive_articles` article without what only its own page shows."""
     listed = [
         ListedError(
-            entry.id, "active", entry.title, entry.kind, entry.exception, entry.message, entry.sites, curated.get(entry.id)
+            entry.id, "active", entry.title, entry.kind, entry.exception, entry.message, entry.sites, curated.get(entry.id), None,
+            model.earliest_phase(routes.phase((site.path, site.function)) for site in entry.sites) if routes else None,
         )
         for entry in entries
     ]
@@ -817,6 +819,7 @@ def derive_articles(
     settings: model.Servers | None = None,
     families: Mapping[str, Family] | None = None,
     versions: Mapping[str, model.Versions] | None = None,
+    routes=None,
 ) -> tuple[Article, ...]:
     """One article per active error and per retired or moved ledger id, sorted by id, without
     snippets and docstrings (`with_excerpts` adds them to the pages rendered); with `ids`, only
@@ -831,8 +834,10 @@ def derive_articles(
     named, the diffusion server's on the pages of its code;
     `families` maps an id to the family that explains it (`families.family_of`), shown on the
     page of an error without curated text of its own; `versions` maps an id to the releases
-    that raised it (`history.versions_of`).
+    that raised it (`history.versions_of`); `routes` map a site's (path, function) to its phase
+    and callers (`callgraph.Routes`).
     """
+    routes = routes or {}
     related = related if related is not None else related_errors(entries)
     settings = settings or model.Servers({})
     versions = versions or {}
@@ -849,7 +854,7 @@ def derive_articles(
             continue
         curated_entry = curated.get(entry.id)
         pinned = pins.get(entry.id, upstream)
-        locations = tuple(Location(site, pinned.url(site.path, site.line), None, None) for site in entry.sites)
+        locations = tuple(Location(site, pinned.url(site.path, site.line), None, None, routes.get((site.path, site.function))) for site in entry.sites)
         server = settings.of(entry.sites[0].path)
         derived = triggers[entry.id] if triggers is not None and entry.id in triggers else derive_trigger(entry.sites, frozenset(server))
         trigger = curated_entry.trigger if curated_entry and curated_entry.trigger else derived

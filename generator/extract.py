@@ -62,6 +62,11 @@ def extract_source(data: bytes, path: str) -> tuple[Site, ...]:
 def extract_file(data: bytes, path: str) -> ExtractedFile:
     """What one file alone says: its raises, asserts and warnings in source order, the raisers
     it defines and the names it imports."""
+    return extract_file_and_tree(data, path)[0]
+
+
+def extract_file_and_tree(data: bytes, path: str) -> tuple[ExtractedFile, ast.Module]:
+    """`extract_file`, and the syntax tree it read (left as parsed), for other facts of the file."""
     text, tree, lines = _parse(data, path)
     collector = SiteCollector(lines, _warn_names(text, tree) if "warn" in text else frozenset(), text)
     collector.visit_module(tree)
@@ -69,7 +74,7 @@ def extract_file(data: bytes, path: str) -> ExtractedFile:
     sites = [reader.site(found, path) for found in collector.found]
     raisers = tuple(dict.fromkeys(r for r in map(_raiser, collector.found, sites) if r is not None))
     bindings = _bindings(text, tree) if "import" in text else ()
-    return ExtractedFile(_number(sites), raisers, bindings, _classes(tree.body, "") if "class" in text else ())
+    return ExtractedFile(_number(sites), raisers, bindings, _classes(tree.body, "") if "class" in text else ()), tree
 
 
 def call_sites(data: bytes, path: str, raisers: Mapping[str, Raiser]) -> tuple[Site, ...]:

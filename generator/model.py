@@ -13,7 +13,7 @@ import operator
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 ID_PREFIX = "errorkb-id-v1\0"
 
@@ -549,6 +549,45 @@ class Snippet:
     html: tuple[str, ...]
 
 
+# When in SGLang's life an error is raised, earliest first (`generator.callgraph`).
+PHASES = ("launch", "load", "request", "serving", "tool", "unreachable")
+
+
+class CallerNode(NamedTuple):
+    """A call of a function in the tree of its callers (`callgraph.CallGraph.tree`): where,
+    the `if` tests around it in the calling function, and the caller's own callers. A named
+    tuple, not a record: a build keeps some 100,000 of them between builds, and tuples pickle
+    several times faster."""
+
+    path: str
+    function: str
+    line: int
+    conditions: tuple[str, ...]
+    callers: Callers
+
+
+class Callers(NamedTuple):
+    """The callers of a function listed (`nodes`), and how many more there are."""
+
+    nodes: tuple[CallerNode, ...]
+    more: int
+
+
+@record
+class Route:
+    """How SGLang gets to a site: when in its life (`phase`, one of `PHASES`) and the callers of
+    the function around it."""
+
+    phase: str
+    callers: Callers
+
+
+def earliest_phase(phases: Iterable[str | None]) -> str | None:
+    """The earliest of some sites' phases (`PHASES`); None when none is known."""
+    known = [phase for phase in phases if phase is not None]
+    return min(known, key=PHASES.index) if known else None
+
+
 @record
 class Location:
     """A site made ready to show: its snippet and the docstring of the function around it."""
@@ -557,6 +596,8 @@ class Location:
     url: str
     snippet: Snippet | None
     docstring: str | None
+    # When SGLang raises it and its callers, when the build read the call graph.
+    route: Route | None = None
 
 
 @record
@@ -718,6 +759,12 @@ class Article:
         return self.template.text if self.template is not None else None
 
     @property
+    def phase(self) -> str | None:
+        """The earliest phase (`PHASES`) of its locations: when SGLang first can raise it.
+        None for an error no longer raised, or a build without the call graph."""
+        return earliest_phase(location.route.phase for location in self.locations if location.route is not None)
+
+    @property
     def scope(self) -> str:
         """As `ErrorEntry.scope`; for an error no longer raised, where it last was."""
         return _scope(self.sites if self.locations else (), self.record)
@@ -737,6 +784,8 @@ class ListedError:
     sites: tuple[Site, ...]
     curated: Curated | None
     record: LedgerRecord | None = None
+    # As `Article.phase`.
+    phase: str | None = None
 
     @property
     def scope(self) -> str:

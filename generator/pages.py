@@ -123,13 +123,14 @@ def listed_files(
     changes: tuple[Change, ...],
     revisions: tuple[str, ...] = (),
     cache_dir: Path | None = None,
+    routes: Mapping | None = None,
 ) -> list[tuple[str, bytes]]:
     """`render.render_shared` of `derive.listed_errors`, but the browse pages (`browse_files`),
     as a list, to be made in another process: the same files as of the full articles, without
     waiting for them. `revisions` are the releases the ledger names, each with a page. With
     `cache_dir`, a release page whose changes did not change since the last build is not
     rendered again (`PageMemo`): a ledger of every release names 47,000 changes."""
-    listed = derive.listed_errors(entries, curated, ledger)
+    listed = derive.listed_errors(entries, curated, ledger, routes)
     if cache_dir is None:
         return list(render.render_shared(listed, info, changes, browse=False, revisions=revisions))
     memo = PageMemo(kept(cache_dir, "shared", [render.templates_digest()]))

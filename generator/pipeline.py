@@ -14,9 +14,8 @@ from pathlib import Path
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
 
-from generator import workers
-from generator import raisers
-from generator.cache import CallCache, SiteCache
+from generator import callgraph, raisers, workers
+from generator.cache import CallCache, SiteCache, Store
 from generator.model import ExtractedFile, Extraction, Problem, Site, SourceFile, merge_sites
 from generator.progress import Progress
 from generator.upstream import Source
@@ -35,30 +34,37 @@ def extractor_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def extract_blob(path: str, data: bytes) -> ExtractedFile | str:
-    """What one file alone gives, or the reason it was skipped; never raises for bad input."""
+def _extract_blob(path: str, data: bytes) -> tuple[ExtractedFile | str, object]:
+    """What one file alone gives, or the reason it was skipped, and its syntax tree (None when
+    skipped); never raises for bad input."""
     from generator import extract
 
     try:
-        return extract.extract_file(data, path)
+        return extract.extract_file_and_tree(data, path)
     except extract.UnparsableFile as error:
-        return str(error)
+        return str(error), None
 
 
-def _extract_batch(cache: SiteCache, batch: list[tuple[SourceFile, bytes]]) -> list[ExtractedFile | str]:
-    """Extract and cache a batch in a worker, so the parent only gathers results."""
+def _extract_batch(cache: SiteCache, facts: Store | None, batch: list[tuple[SourceFile, bytes]]) -> list[ExtractedFile | str]:
+    """Extract and cache a batch in a worker, so the parent only gathers results; with a
+    `facts` store, keep the call graph's facts of each file too (`callgraph.module_facts`),
+    from the same parse."""
     results = []
     for file, data in batch:
-        result = extract_blob(file.path, data)
+        result, tree = _extract_blob(file.path, data)
         cache.store(file.blob_sha, result)
+        if facts is not None:
+            facts.put(file.blob_sha, callgraph.facts_to_json(callgraph.module_facts(tree, file.path)) if tree is not None else {"unparsable": True})
         results.append(result)
     return results
 
 
-def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -> Extraction:
-    """Every site of the source, reading only blobs the cache does not already hold."""
+def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None, facts: bool = False) -> Extraction:
+    """Every site of the source, reading only blobs the cache does not already hold; with
+    `facts`, the call graph's facts of the files parsed are kept too (`callgraph.facts_store`)."""
     version = extractor_version()
     cache = SiteCache(cache_dir, version)
+    store = callgraph.facts_store(cache_dir) if facts else None
     files = source.files()
     progress = Progress("extract", len(files))
     results: dict[str, ExtractedFile | str] = {}
@@ -70,7 +76,7 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
     for file in files:
         (held if cache.holds(file.blob_sha) else missing).append(file)
     with ExitStack() as stack:
-        parsed = _start(source, cache, missing, jobs, stack)
+        parsed = _start(source, cache, store, missing, jobs, stack)
         unreadable = []
         for file in held:
             cached = cache.load(file.blob_sha, file.path)
@@ -81,7 +87,7 @@ def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None) -
         done, sites_found = len(results), sum(len(r.sites) for r in results.values() if not isinstance(r, str))
         progress.update(done, f"files, {sites_found} sites")
         # An entry there but unreadable is parsed here, once the others are.
-        for file, result in [*zip(missing, parsed), *zip(unreadable, _start(source, cache, unreadable, 1, stack))]:
+        for file, result in [*zip(missing, parsed), *zip(unreadable, _start(source, cache, store, unreadable, 1, stack))]:
             results[file.path] = result
             done += 1
             sites_found += 0 if isinstance(result, str) else len(result.sites)
@@ -135,15 +141,15 @@ def _call_sites(job: tuple[bytes, str, dict]) -> tuple[Site, ...]:
 
 
 
-def _start(source: Source, cache: SiteCache, files: list[SourceFile], jobs: int | None, stack: ExitStack) -> Iterator[tuple[Site, ...] | str]:
+def _start(source: Source, cache: SiteCache, facts: Store | None, files: list[SourceFile], jobs: int | None, stack: ExitStack) -> Iterator[tuple[Site, ...] | str]:
     """The results of `files` in their order, their parsing already under way in worker
     processes when there is enough work (the pool lives as long as `stack`); otherwise parsed
     here as the results are read."""
     jobs = workers.cores(jobs)
     batches = [[(f, source.read(f)) for f in files[i : i + 8]] for i in range(0, len(files), 8)]
     if jobs == 1 or not batches:
-        return (result for batch in batches for result in _extract_batch(cache, batch))
+        return (result for batch in batches for result in _extract_batch(cache, facts, batch))
     # A worker per two batches at most: the few batches of a commit go to one worker, which
     # leaves this process a core for the cache.
     pool = stack.enter_context(workers.pool(min(jobs, (len(batches) + 1) // 2)))
-    return (result for batch_result in pool.map(partial(_extract_batch, cache), batches) for result in batch_result)
+    return (result for batch_result in pool.map(partial(_extract_batch, cache, facts), batches) for result in batch_result)

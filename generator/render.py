@@ -29,8 +29,9 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from generator import api
+from generator.derive import describe_condition
 from generator.content import printed_template
-from generator.model import Article, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream, Versions, release_name
+from generator.model import PHASES, Article, Callers, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream, Versions, release_name
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -138,6 +139,16 @@ class TitlePart(TypedDict):
     placeholder: bool
 
 
+class CallerView(TypedDict):
+    path: str
+    line: int
+    function: str
+    # The tests around the call in its function, in words (Markdown made HTML).
+    when: Markup
+    callers: list["CallerView"]
+    more: int
+
+
 class LocationView(TypedDict):
     path: str
     line: int
@@ -147,6 +158,11 @@ class LocationView(TypedDict):
     snippet: Markup | None
     docstring: str | None
     module_url: str
+    # When SGLang raises it there (a `PHASES` value, or None without the call graph), and the
+    # callers of its function, with how many more there are.
+    phase: str | None
+    callers: list[CallerView]
+    more_callers: int
 
 
 class ErrorPage(Page):
@@ -183,6 +199,10 @@ class ErrorPage(Page):
     # Where earlier releases raised it: (`path:line`, function, the releases), oldest first,
     # then the place it is raised now, since when (empty when it never moved).
     places: list[tuple[str, str, str]]
+    # When SGLang raises it, in words, for a product error (else ""), and what that means for
+    # what to do when nothing is written.
+    phase_text: str
+    phase_advice: str
 
 
 class FamilyPage(Page):
@@ -214,6 +234,8 @@ class HomePage(Page):
     curated: list[tuple[str, str]]
     # The exception types users meet most, as ways in: (url, name, product errors raising it).
     exception_types: list[tuple[str, str, int]]
+    # The phases, and the errors only SGLang's own code raises, as ways in (`phase_counts`).
+    phases: list[tuple[str, str, str, int]]
 
 
 class ChangesPage(Page):
@@ -375,7 +397,24 @@ def _location_view(location: Location, root: str) -> LocationView:
         snippet=lines,
         docstring=location.docstring,
         module_url=f"{root}modules/{posixpath.dirname(site.path)}/",
+        phase=location.route.phase if location.route else None,
+        callers=_caller_views(location.route.callers) if location.route else [],
+        more_callers=location.route.callers.more if location.route else 0,
     )
+
+
+def _caller_views(callers: Callers) -> list[CallerView]:
+    return [
+        CallerView(
+            path=node.path,
+            line=node.line,
+            function=node.function,
+            when=Markup(_inline(" and ".join(describe_condition(condition) for condition in node.conditions))),
+            callers=_caller_views(node.callers),
+            more=node.callers.more,
+        )
+        for node in callers.nodes
+    ]
 
 
 @functools.lru_cache(maxsize=2048)
@@ -432,8 +471,35 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         places=earlier_places(article),
         wordings=[(template_parts(printed_template(w.message)), w.releases) for w in article.versions.wordings] if article.versions else [],
         issues_search_url=issues_search_url(article, page["upstream"].repo),
+        phase_text=PHASE_TEXTS[article.phase] if article.phase and article.scope == "product" else "",
+        phase_advice=phase_advice(article),
         report_url_upstream=f"https://github.com/{page['upstream'].repo}/issues/new/choose",
     )
+
+
+def phase_advice(article: Article) -> str:
+    """What the phase of an error without a written fix says to do, in a sentence or two."""
+    if article.scope != "product" or article.phase is None:
+        return ""
+    if article.kind == "assert" or article.phase == "serving":
+        return (
+            "An internal check failed"
+            + (" while SGLang was serving" if article.phase == "serving" else "")
+            + ": this usually means a bug in SGLang, or a combination of features it does not support together. "
+            "Try again without the optional features you turned on, one at a time, to find the one involved."
+        )
+    return {
+        "launch": "SGLang raises it while it resolves its arguments at start-up, before any model is loaded: "
+        "the command line or environment asks for something this setup does not allow.",
+        "load": "SGLang raises it while it loads the model: its config, weights, tokenizer or quantization, "
+        "or while it sizes memory pools and captures CUDA graphs.",
+        "request": "SGLang raises it while it checks one request: that request fails with an error response and the "
+        "server goes on. Change what the request asks for, as the conditions below say.",
+        "tool": "A command-line tool, benchmark or SGLang's client-side language raises it, not the server: check "
+        "the command you ran and its arguments.",
+        "unreachable": "Nothing in SGLang's code calls the function that raises it where a static reading can see it, "
+        "so it is reached through a registry or plugin, or by your own code calling SGLang's.",
+    }[article.phase]
 
 
 def raised_by(versions: Versions | None, status: str, root: str) -> list[tuple[str, str | None]]:
@@ -645,17 +711,16 @@ def exception_pages(articles: Sequence[Listed], info: OutputInfo) -> Iterator[tu
         path = _exception_path(name)
         root = _root(path)
         page = _listing(path, info, f"{name} errors", f"{len(members)} SGLang errors that raise {name}.")
-        by_module: dict[str, list[Listed]] = defaultdict(list)
-        for article in members:
-            by_module[posixpath.dirname(article.sites[0].path)].append(article)
-        yield path, ListPage(
-            **page,
-            heading=f"{name}",
-            intro=f"{len(members)} errors raise {name}.",
-            crumbs=[(f"{root}exceptions/", "exception types")],
-            folders=[],
-            groups=[(module, [_entry_link(a, root) for a in sorted(group, key=lambda a: a.id)]) for module, group in sorted(by_module.items())],
-        )
+        yield path, _by_folder(page, f"{name}", f"{len(members)} errors raise {name}.", [(f"{root}exceptions/", "exception types")], members, root)
+
+
+def _by_folder(page: Page, heading: str, intro: str, crumbs: list[tuple[str, str]], members: Iterable[Listed], root: str) -> ListPage:
+    """A list page of errors grouped by the folder of their first site, each group by id."""
+    by_module: dict[str, list[Listed]] = defaultdict(list)
+    for article in members:
+        by_module[posixpath.dirname(article.sites[0].path)].append(article)
+    groups = [(module, [_entry_link(a, root) for a in sorted(group, key=lambda a: a.id)]) for module, group in sorted(by_module.items())]
+    return ListPage(**page, heading=heading, intro=intro, crumbs=crumbs, folders=[], groups=groups)
 
 
 def gone_exception_pages(articles: Sequence[Listed], info: OutputInfo) -> Iterator[tuple[str, ListPage]]:
@@ -672,6 +737,60 @@ def gone_exception_pages(articles: Sequence[Listed], info: OutputInfo) -> Iterat
             folders=[],
             groups=[("no longer raised", [_entry_link(a, root) for a in sorted(members, key=lambda a: a.id)])],
         )
+
+
+# Each phase in words, as the home page and the phase pages say it.
+PHASE_TEXTS = {
+    "launch": "at launch: argument and environment resolution at start-up",
+    "load": "while loading: model config, weights, tokenizer, quantization, memory pools, CUDA graphs",
+    "request": "on a request: validating one client request, which gets an error response while the server goes on",
+    "serving": "while serving: scheduler, workers, kernels, communication",
+    "tool": "in a tool: command-line utilities, benchmarks, the client-side language",
+    "unreachable": "nowhere seen: nothing in SGLang's code calls the function that raises it",
+}
+SCOPE_TEXTS = {"test": "SGLang's own tests", "benchmark": "SGLang's benchmark scripts", "example": "SGLang's examples"}
+
+
+def phase_counts(active: Sequence[Article | ListedError]) -> list[tuple[str, str, str, int]]:
+    """The phases of the product's errors raised now, as ways in: (url, phase, its words, how
+    many), in `PHASES` order; then the errors only SGLang's own tests, benchmarks or examples
+    raise, as (url, scope, its words, how many)."""
+    phases = Counter(a.phase for a in active if a.scope == "product" and a.phase)
+    scopes = Counter(a.scope for a in active if a.scope != "product")
+    return [(f"phases/{p}/", p, PHASE_TEXTS[p], phases[p]) for p in PHASES if phases[p]] + [
+        (f"scopes/{scope}/", scope, SCOPE_TEXTS[scope], scopes[scope]) for scope in SCOPE_TEXTS if scopes[scope]
+    ]
+
+
+def phase_pages(articles: Sequence[Article | ListedError], info: OutputInfo) -> Iterator[tuple[str, ListPage]]:
+    """The index of phases, and a page per phase listing the product's errors raised then, by
+    folder; a page per scope for the errors only SGLang's own tests, benchmarks or examples
+    raise."""
+    active = [a for a in articles if a.status == "active"]
+    ways = phase_counts(active)
+    path = "phases/index.html"
+    page = _listing(path, info, "Errors by phase", "SGLang errors by when in SGLang's life they are raised.")
+    yield path, ListPage(
+        **page,
+        heading="Errors by phase",
+        intro="When in SGLang's life each error is raised, read from a static call graph of its code from its entry points "
+        "(argument resolution, the model loader, the HTTP handlers, the scheduler loop). Errors raised only by SGLang's own "
+        "tests, benchmarks and examples are listed apart.",
+        crumbs=[],
+        folders=[(f"../{url}", f"{name}: {words}", number) for url, name, words, number in ways],
+        groups=[],
+    )
+    groups = [(p, [a for a in active if a.scope == "product" and a.phase == p]) for p in PHASES]
+    groups += [(scope, [a for a in active if a.scope == scope]) for scope in SCOPE_TEXTS]
+    for name, members in groups:
+        if not members:
+            continue
+        kind = "phases" if name in PHASES else "scopes"
+        path = f"{kind}/{name}/index.html"
+        root = _root(path)
+        words = PHASE_TEXTS[name] if kind == "phases" else f"raised only by {SCOPE_TEXTS[name]}"
+        page = _listing(path, info, f"SGLang errors {words.partition(':')[0]}", f"{len(members)} SGLang errors {words}.")
+        yield path, _by_folder(page, f"Errors {words.partition(':')[0]}", f"{len(members)} errors {words}.", [(f"{root}phases/", "phases")], members, root)
 
 
 def render_errors(articles, info: OutputInfo, env: jinja2.Environment | None = None) -> Iterator[tuple[str, bytes]]:
@@ -753,14 +872,16 @@ def render_shared(
             },
             curated=[(f"errors/{a.id}/", shorten(a.title)) for a in active if a.curated],
             exception_types=top_exception_types(active),
+            phases=phase_counts(active),
         )
     ).encode()
     if browse:
         yield from render_browse(articles, info, env, listed)
     list_template = env.get_template("list.html")
-    for path, context in gone_exception_pages(articles, info):
-        yield path, listed(list_template, context)
     sitemap = {"", "modules/", "exceptions/", "changes/", "coverage/", *(path[: -len("index.html")] for path in browse_paths(articles))}
+    for path, context in [*gone_exception_pages(articles, info), *phase_pages(articles, info)]:
+        yield path, listed(list_template, context)
+        sitemap.add(path[: -len("index.html")])
     changes_page = _page("changes/index.html", info, "Changes by release", "Errors added, reworded, moved or retired by each SGLang release.", "../api/releases/index.json")
     titles = {a.id: a.title for a in articles}
     releases = releases_of(changes, revisions)

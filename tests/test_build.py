@@ -500,3 +500,54 @@ def test_a_raiser_that_changes_rebuilds_its_callers_pages_as_an_empty_cache_does
     leak = error_id("o/r", "RuntimeError", "{} memory leak detected! {}")
     document = json.loads((tmp_path / "fresh-1" / "api" / "errors" / f"{leak}.json").read_bytes())
     assert document["locations"][0]["path"] == "python/sglang/srt/checker.py"
+
+
+HOOK = {
+    "python/sglang/srt/arg_groups/kv_hook.py": '''
+        from sglang.srt.server_args import check
+
+        def resolve_kv(cfg):
+            if cfg.kv_cache_dtype != "auto":
+                check(cfg)
+        ''',
+}
+
+
+def test_pages_say_when_sglang_raises_an_error_and_how_it_gets_there_and_follow_the_callers(tmp_path):
+    """A check called from an argument resolution hook is raised at launch: its page and
+    document say so and list the call with its condition; a function nothing calls is
+    `unreachable`. When only the caller's file changes, the rebuild follows as an empty cache
+    does; the home page offers the phases with counts, and each phase has a page."""
+    root = tmp_path / "upstream"
+    moved = {"python/sglang/srt/arg_groups/kv_hook.py": HOOK["python/sglang/srt/arg_groups/kv_hook.py"].replace("check(cfg)", "pass\n                check(cfg)").replace('!= "auto"', "is not None")}
+    shas = make_repo(root, [{**CODE, **HOOK}, moved])
+    kv4 = error_id("o/r", "RuntimeError", "KV4 is not tested on non-CUDA platforms.")
+    fp8 = error_id("o/r", "ValueError", "fp8 KV cache needs --kv-cache-dtype support")
+    run_build(tmp_path, (root, shas[:1]))
+    site = tmp_path / "site"
+    document = json.loads((site / f"api/errors/{kv4}.json").read_text())
+    assert document["phase"] == "launch" and document["locations"][0]["phase"] == "launch"
+    (call,) = document["locations"][0]["callers"]["nodes"]
+    assert (call["path"], call["line"], call["function"], call["conditions"]) == (
+        "python/sglang/srt/arg_groups/kv_hook.py", 6, "resolve_kv", ["cfg.kv_cache_dtype != 'auto'"]
+    )
+    page = (site / f"errors/{kv4}/index.html").read_text()
+    assert "How SGLang gets here" in page and "at launch: argument and environment resolution" in page
+    assert "called by <code>resolve_kv</code> at <code>python/sglang/srt/arg_groups/kv_hook.py:6</code>" in page
+    other = json.loads((site / f"api/errors/{fp8}.json").read_text())
+    assert other["phase"] == "unreachable" and other["locations"][0]["callers"] == {"nodes": [], "more": 0}
+    assert "Nothing in SGLang's code calls <code>other</code>" in (site / f"errors/{fp8}/index.html").read_text()
+    jsonschema.validate(document, json.loads((site / "api/schema/error.json").read_text()))
+    index = {e["id"]: e for e in json.loads((site / "api/errors/index.json").read_text())["errors"]}
+    assert index[kv4]["phase"] == "launch"
+    home = (site / "index.html").read_text()
+    assert 'href="phases/launch/">at launch: argument and environment resolution at start-up</a> <span class="count">' in home
+    assert f"errors/{kv4}/" in (site / "phases/launch/index.html").read_text()
+    assert f"errors/{fp8}/" in (site / "phases/unreachable/index.html").read_text()
+    # Only the hook changes: the call moves a line down under another condition.
+    shutil.copytree(tmp_path / "content", tmp_path / "fresh-content")
+    run_build(tmp_path, (root, shas))
+    (call,) = json.loads((site / f"api/errors/{kv4}.json").read_text())["locations"][0]["callers"]["nodes"]
+    assert (call["line"], call["conditions"]) == (7, ["cfg.kv_cache_dtype is not None"])
+    build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "fresh", tmp_path / "fresh-content", tmp_path / "cache-fresh"), jobs=1)
+    assert tree(site) == tree(tmp_path / "fresh")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import pickle
 import textwrap
 from pathlib import Path
 
@@ -166,3 +167,65 @@ def test_phases_on_the_labelled_set_and_the_callers_issue_18_names(sglang):
     assert phase_of(phases, *grid, "product") == "unreachable"
     broadcast = graph.callers_of("python/sglang/srt/managers/scheduler.py", "Scheduler._process_and_broadcast_mm_inputs", 1)
     assert [(c.line, c.conditions) for _, c in broadcast] == [(2843, ("get_mm().enable_broadcast_mm_inputs_process",))]
+
+
+def _snapshot(g: CallGraph, phases: dict) -> tuple:
+    callers = {target: sorted(found) for target, found in g.callers.items()}
+    return callers, {k: sorted(v) for k, v in g.callees.items() if v}, phases
+
+
+def test_a_graph_kept_between_builds_is_the_graph_of_the_files_whatever_changed():
+    from generator.callgraph import GraphState, routes_of
+
+    def facts_of(files):
+        return lambda paths: {path: module_facts(ast.parse(files[path]), path) for path in paths}
+
+    base = {path: textwrap.dedent(text) for path, text in FILES.items()}
+    edits = [
+        dict(base),
+        # A helper's body changes, lines move: resolution of its callers is unchanged.
+        {**base, ROOT + "utils/common.py": "\n\n" + base[ROOT + "utils/common.py"]},
+        # A module the others import goes: the re-export no longer resolves.
+        {path: text for path, text in base.items() if path != ROOT + "utils/__init__.py"},
+        # It comes back, and a second class now defines the once unique method name.
+        {**base, ROOT + "managers/other.py": "class Other:\n    def very_unique_method_name(self):\n        pass\n"},
+        # The call that reached `never_called` appears in an unchanged module's import target.
+        {**base, ROOT + "mem_cache/unused.py": base[ROOT + "mem_cache/unused.py"] + "\ndef start():\n    never_called()\n"},
+        dict(base),
+    ]
+    state = GraphState()
+    for files in edits:
+        blobs = {path: str(hash(text)) for path, text in files.items()}
+        kept, kept_phases = state.update(blobs, facts_of(files))
+        full = CallGraph(facts_of(files)(sorted(files)).values())
+        assert _snapshot(kept, kept_phases) == _snapshot(full, full.phases())
+        # The routes' keys kept from the last update are those of the graph's trees.
+        functions = sorted({*full.callers, *state.routes, (ROOT + "mem_cache/unused.py", "never_called")})
+        routes, fresh = routes_of(kept, kept_phases, state, functions), routes_of(full, full.phases(), GraphState(), functions)
+        assert routes.keys == fresh.keys and [routes.get(f) for f in functions] == [fresh.get(f) for f in functions]
+        # And through a pickle, as the cache keeps it.
+        state = pickle.loads(pickle.dumps(state))
+
+
+def test_the_tree_of_callers_lists_each_level_up_to_its_width_and_counts_the_rest():
+    g = graph()
+    tree = g.tree(ROOT + "utils/common.py", "fail", widths=(1, 1, 1))
+    (first,) = tree.nodes
+    assert (first.function, first.line, first.conditions, tree.more) == ("check_size", 7, ("size <= 0",), 0)
+    (second,) = first.callers.nodes
+    assert (second.path, second.function) == (ROOT + "arg_groups/memory_hook.py", "resolve_memory")
+    # Two callers of `Base.validate`, one listed at width 1.
+    tree = g.tree(ROOT + "managers/base.py", "Base.validate", widths=(1,))
+    assert [n.function for n in tree.nodes] == ["Scheduler.event_loop"] and tree.more == 1
+
+
+def test_a_file_whose_facts_could_not_be_read_is_read_by_the_next_update():
+    from generator.callgraph import GraphState
+
+    files = {path: textwrap.dedent(text) for path, text in FILES.items()}
+    blobs = {path: str(hash(text)) for path, text in files.items()}
+    state = GraphState()
+    state.update(blobs, lambda paths: {})
+    kept, _ = state.update(blobs, lambda paths: {path: module_facts(ast.parse(files[path]), path) for path in paths})
+    full = CallGraph(module_facts(ast.parse(text), path) for path, text in files.items())
+    assert _snapshot(kept, kept.phases()) == _snapshot(full, full.phases())

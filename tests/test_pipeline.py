@@ -54,8 +54,8 @@ def test_warm_run_parses_nothing_and_a_commit_parses_only_what_changed(repo, tmp
     path, (first, second) = repo
     cold = extract(path, first, tmp_path / "cache")
     parsed = []
-    real = pipeline.extract_blob
-    monkeypatch.setattr(pipeline, "extract_blob", lambda p, data: parsed.append(p) or real(p, data))
+    real = pipeline._extract_blob
+    monkeypatch.setattr(pipeline, "_extract_blob", lambda p, data: parsed.append(p) or real(p, data))
     assert extract(path, first, tmp_path / "cache").sites == cold.sites
     assert parsed == []
     extract(path, second, tmp_path / "cache")
