@@ -105,10 +105,18 @@ def derive_all(
     return made
 
 
-def route_keys(entries: tuple[ErrorEntry, ...], routes) -> dict[str, str]:
-    """By id, the keys of the routes of its sites (`callgraph.Routes.key`): what its page says
-    of its phase and callers."""
-    return {entry.id: " ".join(routes.key((site.path, site.function)) for site in entry.sites) for entry in entries} if routes else {}
+def route_keys(entries: tuple[ErrorEntry, ...], routes: callgraph.Routes | None) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """By id, the keys of the routes of its sites (`callgraph.Routes.key`), what its page says of
+    its phase and callers, and the flags their tests may name (whose settings the page shows)."""
+    if routes is None:
+        return {}
+    return {
+        entry.id: (
+            " ".join(routes.key((site.path, site.function)) for site in entry.sites),
+            tuple(flag for site in entry.sites for flag in routes.flags_of((site.path, site.function))),
+        )
+        for entry in entries
+    }
 
 
 class DerivedArticles:
@@ -260,7 +268,7 @@ class ArticleState(BlobState):
         settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
         versions: Mapping[str, model.Versions] | None = None,
-        routes: Mapping[str, str] | None = None,
+        routes: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
         found (`changed`, `retitled`); the state takes in the rest of this build's inputs.
@@ -279,17 +287,18 @@ class ArticleState(BlobState):
         }
         # Each pin's fields once: 27,000 ids share a few dozen pins.
         pinned = {id(pin): "\0".join(_upstream_fields(pin)) for pin in {id(p): p for p in (*pins.values(), upstream)}.values()}
+        routes = routes or {}
         inputs = {
             error: "\0".join(
                 (
                     " ".join(related.get(error, ())), pinned[id(pins.get(error, upstream))], " ".join(aliases.get(error, ())), stale.get(error, ""),
-                    repr(versions.get(error)), (routes or {}).get(error, ""),
-                    # The settings its page may explain: those its message or conditions name.
-                    *(keys[name] for name in (*self.named.get(error, ()), *self.candidates.get(error, "").split("\0")) if name in keys),
+                    repr(versions.get(error)), route[0],
+                    # The settings its page may explain: those its message, conditions or callers' tests name.
+                    *(keys[name] for name in (*self.named.get(error, ()), *self.candidates.get(error, "").split("\0"), *route[1]) if name in keys),
                 )
             )
             for error, paths in self.paths.items()
-            for keys in (servers[id(settings.of(paths.partition("\0")[0]))],)
+            for keys, route in ((servers[id(settings.of(paths.partition("\0")[0]))], routes.get(error, ("", ()))),)
         }
         # An inactive article is made from its record, its pin and the titles of the ids it
         # points to: a history of every release holds thousands, derived again only when one

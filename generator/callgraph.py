@@ -39,7 +39,8 @@ ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "*/sglang/launch_server.py:*",
         "*/sglang/multimodal_gen/runtime/server_args/*:*",
         "*/sglang/multimodal_gen/runtime/launch_server.py:*",
-        # A module's own code runs when it is imported, at start-up.
+        # A module's own code runs when it is imported, at start-up (the walk does not follow
+        # its calls).
         "*:<module>",
     )),
     # Validating one client request: the HTTP handlers, the OpenAI/Anthropic/Ollama layers and
@@ -610,6 +611,11 @@ class CallGraph:
         callees = self.callees
         while queue:
             current = queue.popleft()
+            # A module's own code runs at import, at start-up; what it calls (registries,
+            # decorators, a script's main) is not argument resolution, and is phased by what
+            # else reaches it.
+            if not current[1]:
+                continue
             for target in sorted(callees.get(current, ())):
                 if target not in phase_of:
                     phase_of[target] = phase_of[current]
@@ -778,8 +784,9 @@ class GraphState:
         self.phases: dict[Function, str] = {}
         # The functions whose callers changed in the last update.
         self.touched: set[Function] = set()
-        # By site function: a digest of its tree of callers, and the tree (`CallGraph.plain_tree`).
-        self.routes: dict[Function, tuple[str, tuple]] = {}
+        # By site function: a digest of its tree of callers, the tree (`CallGraph.plain_tree`)
+        # and the flags its tests may name (`condition_flags`).
+        self.routes: dict[Function, tuple[str, tuple, tuple[str, ...]]] = {}
 
     def update(self, blobs: Mapping[str, str], facts_of) -> tuple[CallGraph, dict[Function, str]]:
         """The graph of the Python files `blobs` (path -> blob sha) and its phases;
@@ -847,12 +854,17 @@ class Routes:
     phases: dict[Function, str]
     keys: dict[Function, str]
     trees: dict[Function, tuple]
+    # The flags the tests around the calls of each tree may name (`condition_flags`).
+    flags: dict[Function, tuple[str, ...]]
 
     def phase(self, where: Function) -> str | None:
         return self.phases.get(where)
 
     def key(self, where: Function) -> str:
         return self.keys.get(where, "")
+
+    def flags_of(self, where: Function) -> tuple[str, ...]:
+        return self.flags.get(where, ())
 
     def get(self, where: Function) -> Route | None:
         phase = self.phases.get(where)
@@ -863,16 +875,38 @@ def routes_of(graph: CallGraph, phases: Mapping[Function, str], state: GraphStat
     """The `Routes` of `functions`. A tree of callers is kept from the last build (`state`)
     unless a list of callers it follows (its function's, or a listed caller's) changed."""
     kept, touched = state.routes, state.touched
-    made: dict[Function, tuple[str, tuple]] = {}
+    made: dict[Function, tuple[str, tuple, tuple[str, ...]]] = {}
     for where in functions:
         found = kept.get(where)
         if found is None or where in touched or not touched.isdisjoint(_expanded(found[1])):
             tree = graph.plain_tree(*where)
-            found = (hashlib.blake2b(pickle.dumps(tree, protocol=5), digest_size=8).hexdigest(), tree)
+            found = (hashlib.blake2b(pickle.dumps(tree, protocol=5), digest_size=8).hexdigest(), tree, condition_flags(tree))
         made[where] = found
     state.routes = made
     found_phases = {where: phase_of(phases, where[0], where[1], site_scope(where[0])) for where in made}
-    return Routes(found_phases, {where: f"{found_phases[where]}:{digest}" for where, (digest, _) in made.items()}, {where: tree for where, (_, tree) in made.items()})
+    return Routes(
+        found_phases,
+        {where: f"{found_phases[where]}:{digest}" for where, (digest, _, _) in made.items()},
+        {where: tree for where, (_, tree, _) in made.items()},
+        {where: flags for where, (_, _, flags) in made.items() if flags},
+    )
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STRING = re.compile(r"(['\"]).*?\1")
+
+
+def condition_flags(tree: tuple) -> tuple[str, ...]:
+    """The flags the tests around the calls of a plain tree may name: each name in them with
+    an underscore inside (`enable_broadcast_mm_inputs_process`), written as a flag; a page
+    shows those that are its server's. Names without one (`device`, `model`) are too often
+    something else's."""
+    names: set[str] = set()
+    for path, function, _, conditions, above in tree[0]:
+        for condition in conditions:
+            names.update(name for name in _IDENTIFIER.findall(_STRING.sub(" ", condition)) if "_" in name.strip("_"))
+        names.update(flag[2:].replace("-", "_") for flag in condition_flags(above))
+    return tuple(sorted("--" + name.replace("_", "-") for name in names))
 
 
 def _expanded(tree: tuple) -> Iterator[Function]:

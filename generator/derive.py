@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from generator import model
+from generator import callgraph, model
 from generator.cache import BlobState
 from generator.model import (
     Article,
@@ -38,7 +38,12 @@ from generator.model import (
 
 # Objects whose attributes are settings the user controls: `cfg.kv_cache_dtype` is shown as
 # `kv_cache_dtype`, which is also the name of the flag.
-_RECEIVERS = r"(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self)\."
+# Where settings are read from: the server arguments, and the resolution hooks' views of them
+# (`arg_groups/model_override_base.py`: `resolved_view(server_args)`, `resolving_view(...)`).
+_RECEIVERS = (
+    r"(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self"
+    r"|view|resolved_view\(server_args\)|resolving_view\(server_args\))\."
+)
 _SETTINGS_RECEIVERS = re.compile("^" + _RECEIVERS)
 _PLATFORMS = {
     "cuda": "CUDA",
@@ -835,9 +840,10 @@ def derive_articles(
     `families` maps an id to the family that explains it (`families.family_of`), shown on the
     page of an error without curated text of its own; `versions` maps an id to the releases
     that raised it (`history.versions_of`); `routes` map a site's (path, function) to its phase
-    and callers (`callgraph.Routes`).
+    and callers (`callgraph.Routes`): the server's flags the callers' tests name are shown
+    with the others.
     """
-    routes = routes or {}
+    routes = routes or callgraph.Routes({}, {}, {}, {})
     related = related if related is not None else related_errors(entries)
     settings = settings or model.Servers({})
     versions = versions or {}
@@ -871,7 +877,8 @@ def derive_articles(
                 trigger=trigger,
                 trigger_curated=bool(curated_entry and curated_entry.trigger),
                 mentions=(named := _with_trigger_flags(mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None), trigger, server)),
-                settings=tuple(server[name] for name in named if name in server),
+                settings=tuple(server[name] for name in named if name in server)
+                + tuple(server[name] for name in sorted({f for site in entry.sites for f in routes.flags_of((site.path, site.function))}) if name in server and name not in named),
                 related=tuple(
                     links.get(other) or links.setdefault(other, Related(other, titles[other])) for other in related.get(entry.id, ())
                 ),

@@ -85,6 +85,7 @@ class PageManifest:
     highlighter (both in the salt); pickling 28,000 sites would cost more than the rest of
     the digest. So the digest can be made before snippets are read (`page_excerpts`, `joined`). The
     build's own revision is in neither: a page names the revision its article is pinned to.
+    Each location's route (phase and callers, from other files) enters it whole.
     """
 
     def __init__(self, cache_dir: Path, out: Path, info: render.OutputInfo) -> None:
@@ -116,7 +117,8 @@ class PageManifest:
         for article in articles:
             places = history.places((location.site for location in article.locations), blobs)
             upstream = _upstream_fields(article.upstream or self._fallback)
-            payload = pickle.dumps((places, _digested(article), tuple(map(_related_fields, article.related)), upstream), protocol=5)
+            routes = tuple(location.route for location in article.locations)
+            payload = pickle.dumps((places, routes, _digested(article), tuple(map(_related_fields, article.related)), upstream), protocol=5)
             digests[article.id] = hashlib.sha256(payload).hexdigest()[:32]
         return digests
 
@@ -192,7 +194,8 @@ class PageManifest:
         write_cache(self.path, json.dumps(record, sort_keys=True).encode())
 
 
-# Every field of an article but those read from its sites (see `PageManifest`), and those
+# Every field of an article but its locations (their sites' places and their routes are
+# digested apart: see `PageManifest`), and those
 # digested as plain tuples of their fields: pickling 130,000 records one by one costs more.
 _digested = operator.attrgetter(
     *(field.name for field in fields(Article) if field.name not in ("locations", "template", "upstream", "related"))

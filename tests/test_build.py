@@ -517,10 +517,11 @@ def test_pages_say_when_sglang_raises_an_error_and_how_it_gets_there_and_follow_
     """A check called from an argument resolution hook is raised at launch: its page and
     document say so and list the call with its condition; a function nothing calls is
     `unreachable`. When only the caller's file changes, the rebuild follows as an empty cache
-    does; the home page offers the phases with counts, and each phase has a page."""
+    does; the home page offers the phases with counts, and each phase has a page. A flag the
+    callers' tests name is explained on the page."""
     root = tmp_path / "upstream"
     moved = {"python/sglang/srt/arg_groups/kv_hook.py": HOOK["python/sglang/srt/arg_groups/kv_hook.py"].replace("check(cfg)", "pass\n                check(cfg)").replace('!= "auto"', "is not None")}
-    shas = make_repo(root, [{**CODE, **HOOK}, moved])
+    shas = make_repo(root, [{**CODE, **HOOK, **FIELDS}, moved])
     kv4 = error_id("o/r", "RuntimeError", "KV4 is not tested on non-CUDA platforms.")
     fp8 = error_id("o/r", "ValueError", "fp8 KV cache needs --kv-cache-dtype support")
     run_build(tmp_path, (root, shas[:1]))
@@ -534,11 +535,15 @@ def test_pages_say_when_sglang_raises_an_error_and_how_it_gets_there_and_follow_
     page = (site / f"errors/{kv4}/index.html").read_text()
     assert "How SGLang gets here" in page and "at launch: argument and environment resolution" in page
     assert "called by <code>resolve_kv</code> at <code>python/sglang/srt/arg_groups/kv_hook.py:6</code>" in page
+    # `assert cfg.page_size` names no flag itself; its caller's test names --kv-cache-dtype.
+    index = {e["id"]: e for e in json.loads((site / "api/errors/index.json").read_text())["errors"]}
+    (page_size,) = [e for e, row in index.items() if row["title"] == "assert cfg.page_size"]
+    asserted = json.loads((site / f"api/errors/{page_size}.json").read_text())
+    assert [s["name"] for s in asserted["settings"]] == ["--kv-cache-dtype"] and asserted["phase"] == "launch"
     other = json.loads((site / f"api/errors/{fp8}.json").read_text())
     assert other["phase"] == "unreachable" and other["locations"][0]["callers"] == {"nodes": [], "more": 0}
     assert "Nothing in SGLang's code calls <code>other</code>" in (site / f"errors/{fp8}/index.html").read_text()
     jsonschema.validate(document, json.loads((site / "api/schema/error.json").read_text()))
-    index = {e["id"]: e for e in json.loads((site / "api/errors/index.json").read_text())["errors"]}
     assert index[kv4]["phase"] == "launch"
     home = (site / "index.html").read_text()
     assert 'href="phases/launch/">at launch: argument and environment resolution at start-up</a> <span class="count">' in home

@@ -571,3 +571,25 @@ def test_the_diffusion_servers_code_is_explained_by_its_own_flags():
         (entry,) = group_sites(_sites(source, path), "r/r")
         (article,) = derive.derive_articles((entry,), {}, upstream, settings=servers)
         assert [(setting.name, setting.help) for setting in article.settings] == [("--num-gpus", expected)]
+
+
+def test_a_page_whose_phase_or_callers_change_is_digested_anew(tmp_path):
+    """Routes come from other files than the page's own: a change of phase or of callers alone
+    must change the page's digest, or the rebuild keeps the old page."""
+    from generator.callgraph import Routes
+    from generator.plan import PageManifest
+
+    (entry,) = group_sites(extract_source(textwrap.dedent('''
+        def check(cfg):
+            raise ValueError("bad")
+    ''').encode(), "python/sglang/srt/a.py"), "r/r")
+    upstream = Upstream("r/r", "pypi:x==1", "v1", "2026-01-01")
+    where = ("python/sglang/srt/a.py", "check")
+    call = ((("python/sglang/srt/b.py", "caller", 3, ("x",), ((), 0)),), 0)
+    manifest = PageManifest(tmp_path / "cache", tmp_path / "site", render.OutputInfo(upstream, "https://e.org/", "https://e.org/r"))
+
+    def digest(phase, tree):
+        (article,) = derive.derive_articles((entry,), {}, upstream, routes=Routes({where: phase}, {where: phase}, {where: tree}, {}))
+        return manifest.digests((article,), {"python/sglang/srt/a.py": "blob"})[entry.id]
+
+    assert len({digest("launch", ((), 0)), digest("serving", ((), 0)), digest("launch", call)}) == 3
