@@ -497,8 +497,9 @@ def phase_advice(article: Article) -> str:
         "server goes on. Change what the request asks for, as the conditions below say.",
         "tool": "A command-line tool, benchmark or SGLang's client-side language raises it, not the server: check "
         "the command you ran and its arguments.",
-        "unreachable": "Nothing in SGLang's code calls the function that raises it where a static reading can see it, "
-        "so it is reached through a registry or plugin, or by your own code calling SGLang's.",
+        "unreachable": "No path from SGLang's entry points reaches the function that raises it, as far as a static "
+        "reading of its code sees: it is reached through a registry, a plugin or getattr, by your own code calling "
+        "SGLang's, or not at all.",
     }[article.phase]
 
 
@@ -746,7 +747,7 @@ PHASE_TEXTS = {
     "request": "on a request: validating one client request, which gets an error response while the server goes on",
     "serving": "while serving: scheduler, workers, kernels, communication",
     "tool": "in a tool: command-line utilities, benchmarks, the client-side language",
-    "unreachable": "nowhere seen: nothing in SGLang's code calls the function that raises it",
+    "unreachable": "unreached: no path from SGLang's entry points (start-up, the model loader, the HTTP handlers, the scheduler, its tools) reaches it",
 }
 SCOPE_TEXTS = {"test": "SGLang's own tests", "benchmark": "SGLang's benchmark scripts", "example": "SGLang's examples"}
 
