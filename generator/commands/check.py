@@ -93,7 +93,7 @@ def superseded_problems(files: dict, ledger: dict) -> list[ContentProblem]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.flags import diffusion_arguments, flag_problems, server_arguments
+    from generator.flags import Arguments, diffusion_arguments, flag_problems, server_arguments
     from generator.model import DIFFUSION_CODE
 
     alone = [name for name in ("write", "allow_failing_examples", "sglang_python", "model_configs") if getattr(args, name)]
@@ -117,9 +117,13 @@ def run(args: argparse.Namespace) -> int:
         *evidence_problems(files, source),
         *evidence_problems(family_files, source),
         *review_problems(folder, files, family_files),
-        # An entry for the diffusion server's code is held to that server's flags.
+        # An entry for the diffusion server's code may name that server's flags too (its code
+        # is also run by the language server's commands: both are accepted).
         *flag_problems({e: f for e, f in files.items() if not (e in entries and DIFFUSION_CODE in entries[e].sites[0].path)}, arguments),
-        *flag_problems({e: f for e, f in files.items() if e in entries and DIFFUSION_CODE in entries[e].sites[0].path}, diffusion_arguments(source)),
+        *flag_problems(
+            {e: f for e, f in files.items() if e in entries and DIFFUSION_CODE in entries[e].sites[0].path},
+            Arguments.of([*arguments.by_field.values(), *diffusion_arguments(source).by_field.values()]),
+        ),
         *flag_problems(family_files, arguments),
         *(ContentProblem(path, family_files[name].line("match"), "match", problem) for name, path, problem in family_problems(assignment, family_files)),
         *superseded_problems(files, ledger),
