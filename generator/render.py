@@ -752,14 +752,25 @@ PHASE_TEXTS = {
 SCOPE_TEXTS = {"test": "SGLang's own tests", "benchmark": "SGLang's benchmark scripts", "example": "SGLang's examples"}
 
 
-def phase_counts(active: Sequence[Article | ListedError]) -> list[tuple[str, str, str, int]]:
+def _phase_groups(active: Sequence[Article | ListedError]) -> dict[str, list]:
+    """The errors raised now by phase for the product's, by scope for the others' (each
+    error's scope read once: it is worked out from its sites)."""
+    groups: dict[str, list] = defaultdict(list)
+    for article in active:
+        scope = article.scope
+        key = article.phase if scope == "product" else scope
+        if key:
+            groups[key].append(article)
+    return groups
+
+
+def phase_counts(active: Sequence[Article | ListedError], groups: Mapping[str, list] | None = None) -> list[tuple[str, str, str, int]]:
     """The phases of the product's errors raised now, as ways in: (url, phase, its words, how
     many), in `PHASES` order; then the errors only SGLang's own tests, benchmarks or examples
-    raise, as (url, scope, its words, how many)."""
-    phases = Counter(a.phase for a in active if a.scope == "product" and a.phase)
-    scopes = Counter(a.scope for a in active if a.scope != "product")
-    return [(f"phases/{p}/", p, PHASE_TEXTS[p], phases[p]) for p in PHASES if phases[p]] + [
-        (f"scopes/{scope}/", scope, SCOPE_TEXTS[scope], scopes[scope]) for scope in SCOPE_TEXTS if scopes[scope]
+    raise, as (url, scope, its words, how many). `groups` are `_phase_groups(active)`."""
+    groups = groups if groups is not None else _phase_groups(active)
+    return [(f"phases/{p}/", p, PHASE_TEXTS[p], len(groups[p])) for p in PHASES if groups.get(p)] + [
+        (f"scopes/{scope}/", scope, SCOPE_TEXTS[scope], len(groups[scope])) for scope in SCOPE_TEXTS if groups.get(scope)
     ]
 
 
@@ -768,7 +779,7 @@ def phase_pages(articles: Sequence[Article | ListedError], info: OutputInfo) -> 
     folder; a page per scope for the errors only SGLang's own tests, benchmarks or examples
     raise."""
     active = [a for a in articles if a.status == "active"]
-    ways = phase_counts(active)
+    groups = _phase_groups(active)
     path = "phases/index.html"
     page = _listing(path, info, "Errors by phase", "SGLang errors by when in SGLang's life they are raised.")
     yield path, ListPage(
@@ -778,12 +789,11 @@ def phase_pages(articles: Sequence[Article | ListedError], info: OutputInfo) -> 
         "(argument resolution, the model loader, the HTTP handlers, the scheduler loop). Errors raised only by SGLang's own "
         "tests, benchmarks and examples are listed apart.",
         crumbs=[],
-        folders=[(f"../{url}", f"{name}: {words}", number) for url, name, words, number in ways],
+        folders=[(f"../{url}", f"{name}: {words}", number) for url, name, words, number in phase_counts(active, groups)],
         groups=[],
     )
-    groups = [(p, [a for a in active if a.scope == "product" and a.phase == p]) for p in PHASES]
-    groups += [(scope, [a for a in active if a.scope == scope]) for scope in SCOPE_TEXTS]
-    for name, members in groups:
+    for name in (*PHASES, *SCOPE_TEXTS):
+        members = groups.get(name)
         if not members:
             continue
         kind = "phases" if name in PHASES else "scopes"
