@@ -59,6 +59,13 @@ ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "*/sglang/srt/managers/tokenizer_manager.py:TokenizerManager._validate_*",
         "*/sglang/srt/sampling/sampling_params.py:SamplingParams.verify",
         "*/sglang/srt/sampling/sampling_params.py:SamplingParams.normalize",
+        # Chosen per model or per request through registries the graph does not follow: the
+        # multimodal processors that load a request's images, video and audio; the chat
+        # template, reasoning and tool-call parsers; the grammar backends that compile a
+        # request's constraint. A failure there fails that request.
+        "*/sglang/srt/multimodal/processors/*:*",
+        "*/sglang/srt/parser/*:*",
+        "*/sglang/srt/constrained/*:*",
     )),
     # Model config, weights, tokenizer, quantization, memory pools, CUDA graphs: what the
     # model runner and the scheduler do before they serve.
