@@ -23,6 +23,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 from generator.model import PHASES, CallerNode, Callers, Route, site_scope
@@ -923,21 +924,35 @@ def _expanded(tree: tuple) -> Iterator[Function]:
         yield from _expanded(above)
 
 
+def kept_graph(files, cache_dir, read, jobs: int | None = None) -> tuple[CallGraph, dict[Function, str], GraphState]:
+    """The call graph of `files` and its phases, from the state the last build kept in the
+    cache (`GraphState`) brought up to date, the facts of new blobs read with `read(file)`
+    (`blob_facts`); and the state, which only a build writes back (`build_routes`): its trees
+    of callers are kept by what changed since the update before."""
+    from generator.cache import read_cache
+
+    state = read_cache(_state_path(cache_dir), GraphState) or GraphState()
+    python = {file.path: file for file in files if file.path.endswith(".py")}
+    graph, phases = state.update({name: file.blob_sha for name, file in python.items()}, lambda paths: blob_facts([python[p] for p in paths], cache_dir, read, jobs))
+    return graph, phases, state
+
+
+def _state_path(cache_dir) -> Path:
+    from generator.cache import kept
+
+    return kept(cache_dir, "callgraph", [__file__, sys.modules[site_scope.__module__].__file__], suffix="-state")
+
+
 def build_routes(files, sites, cache_dir, texts: Mapping[str, bytes], jobs: int | None = None) -> Routes:
     """How SGLang gets to each of `sites` (`Routes`), from the call graph of `files`, whose
     facts are in the cache (`facts_store`) or parsed from `texts` (by path); the graph is kept
     in the cache between builds (`GraphState`). Reads no source, so that another process can
     run it while the build reads its own."""
-    from generator.cache import kept, read_cache, write_cache
+    from generator.cache import write_cache
 
-    path = kept(cache_dir, "callgraph", [__file__, sys.modules[site_scope.__module__].__file__], suffix="-state")
-    state = read_cache(path, GraphState) or GraphState()
-    python = {file.path: file for file in files if file.path.endswith(".py")}
-    graph, phases = state.update(
-        {name: file.blob_sha for name, file in python.items()}, lambda paths: blob_facts([python[p] for p in paths], cache_dir, lambda f: texts.get(f.path), jobs)
-    )
+    graph, phases, state = kept_graph(files, cache_dir, lambda file: texts.get(file.path), jobs)
     routes = routes_of(graph, phases, state, sorted({(site.path, site.function) for site in sites}))
-    write_cache(path, pickle.dumps(state, protocol=5))
+    write_cache(_state_path(cache_dir), pickle.dumps(state, protocol=5))
     return routes
 
 

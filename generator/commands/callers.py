@@ -28,7 +28,7 @@ def add_parser(subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.callgraph import CallGraph, phase_of, source_facts
+    from generator.callgraph import kept_graph, phase_of
     from generator.derive import describe_condition
     from generator.model import group_sites
     from generator.pipeline import extract_upstream
@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     unknown = [error for error in args.ids if error not in by_id]
     if unknown:
         raise ErrorkbError(f"callers: no error {', '.join(unknown)} at {extraction.upstream.revision}")
-    graph = CallGraph(source_facts(source, cache_dir))
-    phases = graph.phases()
+    # The graph the last build kept, brought up to date with this source (not written back).
+    graph, phases, _ = kept_graph(extraction.files, cache_dir, source.read)
     report = []
     for error in args.ids:
         entry = by_id[error]
