@@ -113,7 +113,7 @@ def route_keys(entries: tuple[ErrorEntry, ...], routes: callgraph.Routes | None)
     return {
         entry.id: (
             " ".join(routes.key((site.path, site.function)) for site in entry.sites),
-            tuple(flag for site in entry.sites for flag in routes.flags_of((site.path, site.function))),
+            routes.flags_of(entry.sites),
         )
         for entry in entries
     }

@@ -871,8 +871,9 @@ class Routes:
     def key(self, where: Function) -> str:
         return self.keys.get(where, "")
 
-    def flags_of(self, where: Function) -> tuple[str, ...]:
-        return self.flags.get(where, ())
+    def flags_of(self, sites) -> tuple[str, ...]:
+        """The flags the callers' tests of any of `sites` may name, sorted."""
+        return tuple(sorted({flag for site in sites for flag in self.flags.get((site.path, site.function), ())}))
 
     def get(self, where: Function) -> Route | None:
         phase = self.phases.get(where)

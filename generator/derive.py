@@ -878,7 +878,7 @@ def derive_articles(
                 trigger_curated=bool(curated_entry and curated_entry.trigger),
                 mentions=(named := _with_trigger_flags(mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None), trigger, server)),
                 settings=tuple(server[name] for name in named if name in server)
-                + tuple(server[name] for name in sorted({f for site in entry.sites for f in routes.flags_of((site.path, site.function))}) if name in server and name not in named),
+                + tuple(server[name] for name in routes.flags_of(entry.sites) if name in server and name not in named),
                 related=tuple(
                     links.get(other) or links.setdefault(other, Related(other, titles[other])) for other in related.get(entry.id, ())
                 ),

@@ -764,22 +764,19 @@ def _phase_groups(active: Sequence[Article | ListedError]) -> dict[str, list]:
     return groups
 
 
-def phase_counts(active: Sequence[Article | ListedError], groups: Mapping[str, list] | None = None) -> list[tuple[str, str, str, int]]:
+def phase_counts(groups: Mapping[str, list]) -> list[tuple[str, str, str, int]]:
     """The phases of the product's errors raised now, as ways in: (url, phase, its words, how
     many), in `PHASES` order; then the errors only SGLang's own tests, benchmarks or examples
-    raise, as (url, scope, its words, how many). `groups` are `_phase_groups(active)`."""
-    groups = groups if groups is not None else _phase_groups(active)
+    raise, as (url, scope, its words, how many). `groups` are `_phase_groups` of the errors."""
     return [(f"phases/{p}/", p, PHASE_TEXTS[p], len(groups[p])) for p in PHASES if groups.get(p)] + [
         (f"scopes/{scope}/", scope, SCOPE_TEXTS[scope], len(groups[scope])) for scope in SCOPE_TEXTS if groups.get(scope)
     ]
 
 
-def phase_pages(articles: Sequence[Article | ListedError], info: OutputInfo) -> Iterator[tuple[str, ListPage]]:
+def phase_pages(groups: Mapping[str, list], info: OutputInfo) -> Iterator[tuple[str, ListPage]]:
     """The index of phases, and a page per phase listing the product's errors raised then, by
     folder; a page per scope for the errors only SGLang's own tests, benchmarks or examples
-    raise."""
-    active = [a for a in articles if a.status == "active"]
-    groups = _phase_groups(active)
+    raise. `groups` are `_phase_groups` of the errors raised now."""
     path = "phases/index.html"
     page = _listing(path, info, "Errors by phase", "SGLang errors by when in SGLang's life they are raised.")
     yield path, ListPage(
@@ -789,7 +786,7 @@ def phase_pages(articles: Sequence[Article | ListedError], info: OutputInfo) -> 
         "(argument resolution, the model loader, the HTTP handlers, the scheduler loop). Errors raised only by SGLang's own "
         "tests, benchmarks and examples are listed apart.",
         crumbs=[],
-        folders=[(f"../{url}", f"{name}: {words}", number) for url, name, words, number in phase_counts(active, groups)],
+        folders=[(f"../{url}", f"{name}: {words}", number) for url, name, words, number in phase_counts(groups)],
         groups=[],
     )
     for name in (*PHASES, *SCOPE_TEXTS):
@@ -872,6 +869,7 @@ def render_shared(
     env = env or environment()
     listed = listed or _listed
     active = [a for a in articles if a.status == "active"]
+    phases = _phase_groups(active)
     home = _page("index.html", info, "SGLang error knowledge base", "Paste an SGLang error message or traceback to find what it means and how to fix it.")
     yield "index.html", env.get_template("home.html").render(
         HomePage(
@@ -883,14 +881,14 @@ def render_shared(
             },
             curated=[(f"errors/{a.id}/", shorten(a.title)) for a in active if a.curated],
             exception_types=top_exception_types(active),
-            phases=phase_counts(active),
+            phases=phase_counts(phases),
         )
     ).encode()
     if browse:
         yield from render_browse(articles, info, env, listed)
     list_template = env.get_template("list.html")
     sitemap = {"", "modules/", "exceptions/", "changes/", "coverage/", *(path[: -len("index.html")] for path in browse_paths(articles))}
-    for path, context in [*gone_exception_pages(articles, info), *phase_pages(articles, info)]:
+    for path, context in [*gone_exception_pages(articles, info), *phase_pages(phases, info)]:
         yield path, listed(list_template, context)
         sitemap.add(path[: -len("index.html")])
     changes_page = _page("changes/index.html", info, "Changes by release", "Errors added, reworded, moved or retired by each SGLang release.", "../api/releases/index.json")

@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = load_ledger(folder)
     arguments = server_arguments(source)
     curated = {error: file.curated for error, file in files.items() if error in entries}
+    diffusion = {error for error in curated if DIFFUSION_CODE in entries[error].sites[0].path}
     assignment = assign_families(family_files, entries, curated)
     problems = [
         *invalid,
@@ -119,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
         *review_problems(folder, files, family_files),
         # An entry for the diffusion server's code may name that server's flags too (its code
         # is also run by the language server's commands: both are accepted).
-        *flag_problems({e: f for e, f in files.items() if not (e in entries and DIFFUSION_CODE in entries[e].sites[0].path)}, arguments),
+        *flag_problems({e: f for e, f in files.items() if e not in diffusion}, arguments),
         *flag_problems(
-            {e: f for e, f in files.items() if e in entries and DIFFUSION_CODE in entries[e].sites[0].path},
+            {e: f for e, f in files.items() if e in diffusion},
             Arguments.of([*arguments.by_field.values(), *diffusion_arguments(source).by_field.values()]),
         ),
         *flag_problems(family_files, arguments),
