@@ -119,7 +119,7 @@ def _versions(versions: Versions | None) -> dict | None:
         "last": versions.last,
         "retired_in": versions.retired_in or None,
         "wordings": [{"message": w.message, "first": w.first, "last": w.last, "reworded_in": w.reworded_in or None} for w in versions.wordings],
-        "places": [{"path": p.path, "line": p.line, "function": p.function, "first": p.first, "moved_in": p.moved_in} for p in versions.places],
+        "places": [{"path": p.path, "line": p.line, "function": p.function, "first": p.first, "last": p.last, "moved_in": p.moved_in} for p in versions.places],
     }
 
 
@@ -406,15 +406,16 @@ def error_schema(base_url: str) -> dict:
                         "retired_in": _nullable(_STRING),
                         "places": {
                             "type": "array",
-                            "description": "Where earlier releases raised it before it moved to another file or function, oldest "
-                            "first: path, line (as the release before the move had it), function, the release that first raised "
-                            "it there (null when unknown) and the one that moved it.",
+                            "description": "Where earlier releases raised it before it moved to another line, file or function, "
+                            "oldest first, one place per run of releases that raised it there: path, line, function, the first "
+                            "release that raised it there (null when unknown), the last (null when the ledger knows only the "
+                            "move) and the release that raised it elsewhere next, or retired it.",
                             "items": {
                                 "type": "object",
-                                "required": ["path", "line", "function", "first", "moved_in"],
+                                "required": ["path", "line", "function", "first", "last", "moved_in"],
                                 "properties": {
                                     "path": _STRING, "line": {"type": "integer"}, "function": _STRING,
-                                    "first": _nullable(_STRING), "moved_in": _STRING,
+                                    "first": _nullable(_STRING), "last": _nullable(_STRING), "moved_in": _STRING,
                                 },
                                 "additionalProperties": False,
                             },

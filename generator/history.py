@@ -19,7 +19,7 @@ from pathlib import Path
 from generator.errors import ContentError
 from generator.cache import kept
 from generator.files import read_cache, state_bytes, write_atomic, write_cache
-from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Place, Site, Upstream, Versions, Wording, error_id, release_name, release_span
+from generator.model import Change, Curated, ErrorEntry, LedgerRecord, Place, Site, Upstream, Versions, Wording, error_id, place_releases, release_name, release_span
 
 LEDGER_FOLDER = "ledger"
 # The change list, a file per revision under this folder (`changes/v0.5.23.jsonl`), each
@@ -80,6 +80,8 @@ def load_ledger(content: Path, lines: dict[str, tuple[tuple, str]] | None = None
                 for listed in ("aliases", "split_into"):
                     if listed in data:
                         data[listed] = tuple(data[listed])
+                if "spans" in data:
+                    data["spans"] = _read_spans(data["spans"], data.get("path"), data.get("function"))
                 record = LedgerRecord(**data)
             except (ValueError, TypeError, AttributeError) as error:
                 problems.append(f"{path}:{number}: ledger record: {error}")
@@ -90,6 +92,21 @@ def load_ledger(content: Path, lines: dict[str, tuple[tuple, str]] | None = None
     if problems:
         raise ContentError("\n".join(problems))
     return records
+
+
+def _read_spans(spans: object, path: object, function: object) -> tuple[tuple[str, str, int, str, str], ...]:
+    """A record's `spans` as stored: each `[first, last, line, path, function]`, or `[first,
+    last, line]` at the file and function of the span before it (the first: the record's own)."""
+    if not isinstance(spans, list):
+        raise ValueError("spans: not a list")
+    read = []
+    for span in spans:
+        if not isinstance(span, list) or len(span) not in (3, 5) or not isinstance(span[2], int) or not all(isinstance(v, str) for v in span[:2] + span[3:]):
+            raise ValueError(f"spans: {json.dumps(span)} is not [first, last, line] or [first, last, line, path, function]")
+        if len(span) == 5:
+            path, function = span[3], span[4]
+        read.append((span[0], span[1], span[2], path, function))
+    return tuple(read)
 
 
 # What a record's ledger line says: every field, but `last_seen` only for a record no longer
@@ -131,6 +148,13 @@ def ledger_lines(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[
             for listed in ("aliases", "split_into"):
                 if listed in data:
                     data[listed] = list(data[listed])
+            if "spans" in data:
+                # A span at the file and function of the span before it (the first: the
+                # record's own) says only its releases and line.
+                at, data["spans"] = (record.path, record.function), []
+                for span in record.spans:
+                    data["spans"].append(list(span[:3]) if span[3:] == at else list(span))
+                    at = span[3:]
             line = (key, json.dumps(data, sort_keys=True, ensure_ascii=False))
         lines[error_id] = line
     return lines
@@ -381,6 +405,13 @@ def _record_of(entry: ErrorEntry, upstream: Upstream, old: LedgerRecord | None, 
         pinned, pinned_date = old.pinned, old.pinned_date
     else:
         pinned, pinned_date = revision, upstream.date
+    spans, since = (), ""
+    if old is not None:
+        spans, since = old.spans, old.since
+        if old.status != "active" or (old.line, old.path, old.function) != (site.line, site.path, site.function):
+            # It left the place it was at: that place closes at the last release there.
+            spans = (*spans, (since or old.first_seen, old.last_seen, old.line, old.path, old.function))
+            since = revision
     return LedgerRecord(
         id=entry.id,
         status="active",
@@ -396,6 +427,8 @@ def _record_of(entry: ErrorEntry, upstream: Upstream, old: LedgerRecord | None, 
         code=code,
         pinned=pinned,
         pinned_date=pinned_date,
+        spans=spans,
+        since=since,
     )
 
 
@@ -594,11 +627,13 @@ def versions_of(records: Mapping[str, LedgerRecord], changes: Iterable[Change] =
     places = places_of(changes, {error: record.first_seen for error, record in records.items()})
     versions = {}
     for error, record in sorted(records.items()):
-        moved, here = places.get(error, ((), None))
+        moved, here = record_places(record) if record.spans or record.since else places.get(error, ((), None))
         if record.status != "active":
             versions[error] = Versions(record.first_seen, record.last_seen, record.retired_in or "", (), moved, here)
             continue
         older = [found for _, found in sorted(earlier.get(error, ()), key=operator.itemgetter(0))]
+        if older:
+            moved, here = joined_places(older, record, moved, here)
         # One wording over all the ids that had it: from the oldest's first release to the
         # newest's last, and the release that reworded that one. A message the same release
         # also raised under another id (the id rules changed between two builds of it) is no
@@ -612,6 +647,42 @@ def versions_of(records: Mapping[str, LedgerRecord], changes: Iterable[Change] =
         first = older[0].first_seen if older else record.first_seen
         versions[error] = Versions(first, None, "", tuple(Wording(message, *span) for message, span in spans.items()), moved, here)
     return versions
+
+
+def record_places(record: LedgerRecord) -> tuple[tuple[Place, ...], str | None]:
+    """Where one id was raised before where it is now (its `spans`), oldest first, each until
+    the release that next raised it elsewhere; and since when it is where it is (None when it
+    never moved)."""
+    if not record.spans:
+        return (), None
+    here = record.since or record.first_seen
+    starts = [span[0] for span in record.spans[1:]] + [here]
+    places = tuple(Place(path, line, function, first, start, last) for (first, last, line, path, function), start in zip(record.spans, starts))
+    return places, here
+
+
+def joined_places(older: list[LedgerRecord], record: LedgerRecord, own: tuple[Place, ...], here: str | None) -> tuple[tuple[Place, ...], str | None]:
+    """The places of an error over its earlier ids (`older`, oldest first: each raised it with
+    an earlier wording) and its own, oldest first, and since when it is where it is now. An
+    earlier id's last place is where it was until reworded; the same place on both sides of a
+    rewording is one place."""
+    places: list[Place] = []
+    for found in older:
+        earlier, since = record_places(found)
+        last = Place(found.path, found.line, found.function, since or found.first_seen, found.retired_in or "", found.last_seen)
+        places.extend((*earlier, last))
+    places.extend(own)
+    merged: list[Place] = []
+    for place in places:
+        before = merged[-1] if merged else None
+        if before is not None and (before.path, before.line, before.function) == (place.path, place.line, place.function) and before.moved_in == place.first:
+            merged[-1] = replace(before, moved_in=place.moved_in, last=place.last)
+        else:
+            merged.append(place)
+    here = here or record.first_seen
+    if merged and (merged[-1].path, merged[-1].line, merged[-1].function) == (record.path, record.line, record.function) and merged[-1].moved_in == here:
+        here = merged.pop().first or here
+    return tuple(merged), here if merged else None
 
 
 def revisions_of(records: Mapping[str, LedgerRecord]) -> tuple[str, ...]:
@@ -646,10 +717,12 @@ def retired_entries(records: Mapping[str, LedgerRecord], versions: Mapping[str, 
     return tuple(entries), notes
 
 
-def earlier_places(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str, int], ...]]:
-    """By id, where earlier releases raised it before it moved (path, function, line), for the
-    search index: a traceback from one of those releases points there."""
-    return {error: tuple((p.path, p.function, p.line) for p in found.places) for error, found in versions.items() if found.places}
+def earlier_places(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str, int, str], ...]]:
+    """By id, where earlier releases raised it before it moved (path, function, line), each with
+    the releases that raised it there, for the search index: a traceback from one of those
+    releases points there, and its line says which."""
+    return {error: tuple((p.path, p.function, p.line, place_releases(p)) for p in found.places) for error, found in versions.items() if found.places}
+
 
 
 def earlier_wordings(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str], ...]]:

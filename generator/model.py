@@ -534,6 +534,12 @@ class LedgerRecord:
     pinned_date: str = ""
     # Status `split`: the ids that shared this one under earlier id rules, each its own now.
     split_into: tuple[str, ...] = ()
+    # Where its first site was before where it is now, oldest first: each place it stayed at
+    # over a run of releases, as (first, last, line, path, function). A new line, file or
+    # function, or a release that did not raise it, starts another. `since` is the first
+    # release of the place it is at now, when not `first_seen`.
+    spans: tuple[tuple[str, str, int, str, str], ...] = ()
+    since: str = ""
 
 
 @record
@@ -666,6 +672,14 @@ def release_span(first: str, last: str) -> str:
     return first if first == last else f"{first} to {last}"
 
 
+def place_releases(place: Place) -> str:
+    """The releases that raised an error at an earlier place, in words: `0.5.7 to 0.5.18`,
+    or, where the ledger knows only the move, `releases before 0.5.19`."""
+    if place.last and place.first:
+        return release_span(place.first, place.last)
+    return f"releases before {release_name(place.moved_in)}"
+
+
 @record
 class Wording:
     """An earlier message of an error: its text (a template) and the releases that raised it,
@@ -685,15 +699,17 @@ class Wording:
 
 @record
 class Place:
-    """Where an error was raised before it moved to another file or function: the path, line
-    (as the release before the move had it) and function, the release that first raised it
-    there (None when the ledger does not know it) and the one that moved it away."""
+    """Where an error was raised before it moved to another line, file or function: the path,
+    line and function, the first release that raised it there (None when the ledger does not
+    know it), the last (None when the ledger knows only the move: a ledger from before it kept
+    lines), and the one that raised it elsewhere next (or retired it)."""
 
     path: str
     line: int
     function: str
     first: str | None
     moved_in: str
+    last: str | None = None
 
 
 @record

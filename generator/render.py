@@ -31,7 +31,7 @@ from pygments.util import ClassNotFound
 from generator import api
 from generator.derive import describe_condition
 from generator.content import printed_template
-from generator.model import PHASES, Article, Callers, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream, Versions, release_name
+from generator.model import PHASES, Article, Callers, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream, Versions, place_releases, release_name
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -532,7 +532,7 @@ def earlier_places(article: Article) -> list[tuple[str, str, str]]:
     if versions is None or not versions.places or not article.locations:
         return []
     places = [
-        (f"{p.path}:{p.line}", p.function, (f"SGLang {release_name(p.first)} until" if p.first else "until") + f" it moved in {release_name(p.moved_in)}")
+        (f"{p.path}:{p.line}", p.function, f"SGLang {place_releases(p)}" if p.last else (f"SGLang {release_name(p.first)} until" if p.first else "until") + f" it moved in {release_name(p.moved_in)}")
         for p in versions.places
     ]
     site = article.locations[0].site

@@ -51,7 +51,7 @@ from generator.cache import BlobState
 from generator.content import printed_template
 from generator.model import ErrorEntry, Placeholder, Site, Template
 
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 INDEX_DIR = "search"
 TOKEN_BUCKETS = 2048
 FILE_BUCKETS = 128
@@ -314,6 +314,18 @@ def parse_paste(text: str) -> Paste:
     return Paste(message, exception, frame, tuple(readings))
 
 
+# A release the paste names: `sglang==0.4.6`, a path's `sglang-0.4.6` (an sdist's folder, a
+# wheel's `.dist-info`), `python -m sglang.check_env`'s `sglang: 0.4.6`, `SGLang version 0.4.6`.
+_PASTE_VERSION = re.compile(r"(?<![\w.-])sglang(?:\s*==\s*|-|:\s*|\s+version[\s:=]*v?|\s+v?)(\d+\.\d+\.\d+(?:\.post\d+)?)(?![\w.]*\d)", re.IGNORECASE)
+
+
+def paste_version(text: str) -> str | None:
+    """The SGLang release a paste names, when it names one (the last it names: an upgrade's
+    log says the newer last); None when it names none."""
+    found = _PASTE_VERSION.findall(text)
+    return found[-1] if found else None
+
+
 def _unprefixed(line: str) -> str:
     """A log line without the prefixes loggers put before the message, indentation kept."""
     for _ in range(6):
@@ -573,7 +585,7 @@ class Known:
     printed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     wordings: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     retired: Mapping[str, str] = field(default_factory=dict)
-    places: Mapping[str, tuple[tuple[str, str, int], ...]] = field(default_factory=dict)
+    places: Mapping[str, tuple[tuple[str, str, int, str], ...]] = field(default_factory=dict)
 
     def forms(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """By id, each form searched beside the message, with its note: the printed forms
@@ -817,19 +829,20 @@ class IndexState(BlobState):
             places = []
             for site in entry.sites:
                 signature = site_signature(site)
-                places.append((site.path, site.function.rsplit(".", 1)[-1], site.line, site.end_line, signature))
+                places.append((site.path, site.function.rsplit(".", 1)[-1], site.line, site.end_line, signature, ""))
                 if site.raised_in is not None:
                     # A call to a raiser: a traceback's last frame is the raiser's raise.
                     path, qualname, line, end_line = site.raised_in
-                    places.append((path, qualname.rsplit(".", 1)[-1], line, end_line, signature))
-            # Where earlier releases raised it, before it moved: an old traceback points there.
+                    places.append((path, qualname.rsplit(".", 1)[-1], line, end_line, signature, ""))
+            # Where earlier releases raised it, before it moved: an old traceback points there,
+            # and the releases that raised it at that line are what its line says.
             earlier = self._known.places.get(entry.id, ())
-            for path, qualname, line in earlier:
-                places.append((path, qualname.rsplit(".", 1)[-1], line, line, site_signature(entry.sites[0])))
+            for path, qualname, line, releases in earlier:
+                places.append((path, qualname.rsplit(".", 1)[-1], line, line, site_signature(entry.sites[0]), releases))
             if earlier:
                 self.places[entry.id] = _places_key(earlier)
-            for path, function, line, end_line, signature in places:
-                row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}]"
+            for path, function, line, end_line, signature, releases in places:
+                row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}" + (f",{_quote(releases)}]" if releases else "]")
                 found = by_path.setdefault(path, [])
                 if row not in found:
                     found.append(row)
@@ -972,8 +985,8 @@ def _forms_key(forms: Iterable[tuple[str, str]]) -> str:
     return "\0".join(f"{text}\1{note}" for text, note in forms)
 
 
-def _places_key(places: Iterable[tuple[str, str, int]]) -> str:
-    return "\0".join(f"{path}\1{function}\1{line}" for path, function, line in places)
+def _places_key(places: Iterable[tuple[str, str, int, str]]) -> str:
+    return "\0".join(f"{path}\1{function}\1{line}\1{releases}" for path, function, line, releases in places)
 
 
 class _Touched:
@@ -1206,6 +1219,7 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     # sites of a function of that name in other files, by statement.
     frame = paste.frame
     raised: set[str] = set()
+    at_line: dict[str, str] = {}  # error id: the releases that raised it at the frame's line, when earlier ones
     if frame is not None:
 
         def found(error_id: str, value: float, signature: str) -> None:
@@ -1220,8 +1234,11 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         shard = index.piece(f"f/{bucket(path_key(frame.path), manifest['file_buckets'])}.json")
         for site_path in sorted(shard):
             if path_matches(frame.path, site_path):
-                for error_id, function, line, end_line, signature in shard[site_path]:
-                    found(error_id, frame_score(frame, function, line, end_line, signature), signature)
+                for error_id, function, line, end_line, signature, *releases in shard[site_path]:
+                    value = frame_score(frame, function, line, end_line, signature)
+                    found(error_id, value, signature)
+                    if releases and line == frame.line and value >= 1.0:
+                        at_line[error_id] = releases[0]
         if frame.function and frame.source:
             key = statement_key(frame.function, squash(frame.source))
             rows = index.piece(f"g/{bucket(key, manifest['function_buckets'])}.json").get(key, [])
@@ -1247,9 +1264,14 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         how = matched_how.get(error_id) or ("traceback" if evidence[error_id][1] >= 0.9 else "words")
         note = notes.get(error_id, "") if error_id in matched_how else ""
         # An error no longer raised says so, whatever form it matched by.
-        note = "; ".join(filter(None, (note, *status)))
+        note = "; ".join(filter(None, (note, *status, line_note(at_line.get(error_id)))))
         candidates.append(Candidate(error_id, title, title if has_message else None, exception, kind, place, score, how, note))
     return candidates
+
+
+def line_note(releases: str | None) -> str:
+    """What a traceback's line says when it is where earlier releases raised the error."""
+    return f"the traceback's line is where SGLang {releases} raised it" if releases else ""
 
 
 def template_score(

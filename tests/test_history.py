@@ -4,6 +4,7 @@ curated text follows its error, and `errorkb diff` says all of it."""
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import replace
 
 import pytest
@@ -105,8 +106,43 @@ def test_a_move_keeps_the_id_and_records_the_new_place(history):
     assert (moved.id, moved.detail) == (new.id, "python/sglang/srt/server_args.py:4 (ServerArgs._handle_kv4_compatibility)")
     # Its versions name the place it was raised before, from its first release to the move.
     versions = versions_of(two.records, two.changes)[new.id]
-    assert versions.places == (Place("python/sglang/srt/server_args.py", 4, "ServerArgs._handle_kv4_compatibility", shas[0], shas[1]),)
+    assert versions.places == (Place("python/sglang/srt/server_args.py", 4, "ServerArgs._handle_kv4_compatibility", shas[0], shas[1], shas[0]),)
     assert versions.here_since == shas[1]
+
+
+def test_each_run_of_releases_at_one_line_is_a_place_and_survives_the_ledger_files(history, tmp_path):
+    """Issue #17: where an error was raised in each range of releases, line by line. KV4 moves
+    to kv_cache_hook.py, then down its file, then is not raised by one release and comes back:
+    its versions list server_args.py:4, then kv_cache_hook.py:4, then :6 apart from the gap,
+    and the place it is at now since the release that brought it back."""
+    shas, _, second, _, two = history
+    kv4 = by_message(second, "KV4").id
+    hook = V2["python/sglang/srt/arg_groups/kv_cache_hook.py"]
+    shifted = {**V2, "python/sglang/srt/arg_groups/kv_cache_hook.py": "import os\n\n" + textwrap.dedent(hook)}
+    gone = {**V2, "python/sglang/srt/arg_groups/kv_cache_hook.py": "import os\n"}
+    more = make_repo(tmp_path / "later", [shifted, gone, shifted])
+    records = two.records
+    for sha in more:
+        upstream, entries = entries_at(tmp_path / "later", sha, tmp_path / "cache")
+        records = update_ledger(records, entries, upstream).records
+    # Through the ledger's files and back, as a build reads it.
+    for name, data in ledger_files(records).items():
+        (tmp_path / "content" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "content" / name).write_bytes(data)
+    # (An active record's last release is the build's, which `upstream.json` names: not here.)
+    read = {error: replace(record, last_seen=records[error].last_seen) for error, record in load_ledger(tmp_path / "content").items()}
+    assert read == records
+    versions = versions_of(read)[kv4]
+    hook_path = "python/sglang/srt/arg_groups/kv_cache_hook.py"
+    assert [(p.path, p.line, p.first, p.last, p.moved_in) for p in versions.places] == [
+        ("python/sglang/srt/server_args.py", 4, shas[0], shas[0], shas[1]),
+        (hook_path, 4, shas[1], shas[1], more[0]),
+        (hook_path, 6, more[0], more[0], more[2]),
+    ]
+    assert (versions.here_since, read[kv4].line) == (more[2], 6)
+    # The search index knows each earlier line with its releases: a traceback from the first
+    # release's layout names it.
+    assert [place[2:] for place in earlier_places(versions_of(read))[kv4]] == [(4, shas[0]), (4, shas[1]), (6, more[0])]
 
 
 def test_a_rewording_becomes_an_alias_of_the_new_id(history):
@@ -322,9 +358,12 @@ def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history
     old, new = by_message(first, "dense KV rows"), by_message(second, "KV rows must match")
     gone = by_message(first, "pipeline parallel")
     versions = versions_of(two.records)
-    assert versions[new.id] == Versions(shas[0], None, "", (Wording(old.message, shas[0], shas[0], shas[1]),))
+    # Where the earlier wording was raised is where the error was, up to the rewording.
+    was = Place(old.sites[0].path, old.sites[0].line, old.sites[0].function, shas[0], shas[1], shas[0])
+    assert versions[new.id] == Versions(shas[0], None, "", (Wording(old.message, shas[0], shas[0], shas[1]),), (was,), shas[1])
     assert versions[gone.id] == Versions(shas[0], shas[0], shas[1])
-    assert versions[by_message(second, "KV4").id] == Versions(shas[0])
+    kv4 = versions[by_message(second, "KV4").id]
+    assert (kv4.first, kv4.last, kv4.wordings, kv4.here_since) == (shas[0], None, (), shas[1])
     repo = "sgl-project/sglang"
     paste = "ValueError: dense KV rows must match loc_2d size: 3"
     [found, *_] = lookup(paste, SearchIndex.of_entries(second, repo, (), Known(wordings=earlier_wordings(versions))))

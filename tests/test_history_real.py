@@ -124,8 +124,14 @@ def test_the_committed_ledger_covers_every_release_from_0_3_0(history_index):
     from generator.model import Place
 
     moved = versions_of(records, load_changes(Path(__file__).parent.parent / "content"))[kv4.id]
-    assert moved.places == (Place("python/sglang/srt/server_args.py", 6137, "ServerArgs._handle_kv4_compatibility", "v0.5.7", "v0.5.19"),)
-    assert (moved.here_since, kv4.path) == ("v0.5.19", "python/sglang/srt/arg_groups/kv_cache_hook.py")
+    hook = "python/sglang/srt/arg_groups/kv_cache_hook.py"
+    # Issue #17's three places by release range: server_args.py:6137 up to 0.5.18 (at other
+    # lines before it), kv_cache_hook.py:109 in 0.5.19, :318 now, each run of releases at one line.
+    assert Place("python/sglang/srt/server_args.py", 6137, "ServerArgs._handle_kv4_compatibility", "v0.5.18", "v0.5.19", "v0.5.18") in moved.places
+    assert Place(hook, 109, "handle_kv4_compatibility", "v0.5.19", "v0.5.20", "v0.5.19") == moved.places[-2]
+    assert (moved.places[0].first, moved.places[0].path) == ("v0.5.7", "python/sglang/srt/server_args.py")
+    assert all(a.moved_in == b.first for a, b in zip(moved.places, moved.places[1:]))
+    assert (moved.here_since, kv4.path, kv4.line) == (moved.places[-1].moved_in, hook, 318)
     assert min(versions.values(), key=lambda v: version_key(v.first.lstrip("v"))).first == "v0.3.0"
     assert sum(r.status == "retired" for r in records.values()) > 5000
 
@@ -147,6 +153,24 @@ def test_a_message_worded_as_an_older_release_worded_it_finds_its_page(history_i
     assert first >= 95
 
 
+def test_a_traceback_of_an_old_release_names_the_releases_its_line_is_from(history_index):
+    """Issue #17: the raising frame of KV4 as 0.5.15 printed it (server_args.py, the line
+    that release raised it at) finds KV4 and says which releases raised it at that line."""
+    from generator.search import lookup
+
+    records, versions, index = history_index
+    kv4 = next(r for r in records.values() if r.message == "KV4 is not tested on non-CUDA platforms.")
+    [at] = [p for p in versions[kv4.id].places if p.first == "v0.5.15"]
+    paste = (
+        "Traceback (most recent call last):\n"
+        f'  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line {at.line}, in _handle_kv4_compatibility\n'
+        '    raise RuntimeError("KV4 is not tested on non-CUDA platforms.")\n'
+        "RuntimeError: KV4 is not tested on non-CUDA platforms.\n"
+    )
+    [found, *_] = lookup(paste, index)
+    assert (found.id, found.note) == (kv4.id, "the traceback's line is where SGLang 0.5.15 to 0.5.15.post1 raised it")
+
+
 def test_an_error_no_longer_raised_is_found_and_says_since_when(history_index):
     from generator.search import lookup
 
@@ -154,3 +178,19 @@ def test_an_error_no_longer_raised_is_found_and_says_since_when(history_index):
     [found, *_] = lookup("ValueError: HiRadixCache only supports MHA, MLA, DSA, and MSA models", index)
     assert records[found.id].status == "retired"
     assert found.note == "no longer raised: SGLang 0.5.15 to 0.5.20, retired in 0.5.21"
+
+
+def test_lookup_reads_the_release_a_paste_names_as_its_version(capsys):
+    """Issue #17: `errorkb lookup` takes the release a paste names (here pip's pin) as
+    `--version` would: it says so, and gives the wording that release used; `--version` given
+    wins over it."""
+    from generator.cli import main
+
+    paste = "pip install sglang==0.5.18\nValueError: KDA num_heads (64) must be divisible by global tp_size (3)"
+    assert main(["lookup", paste, "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("(SGLang 0.5.18, the release the paste names)\n")
+    assert "raised by 0.5.18, worded: KDA num_heads ({num_heads}) must be divisible by global tp_size ({tp_size})" in out
+    assert main(["lookup", paste, "--limit", "1", "--version", "0.5.23"]) == 0
+    out = capsys.readouterr().out
+    assert "the release the paste names" not in out and "        raised by 0.5.23\n" in out

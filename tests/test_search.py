@@ -731,3 +731,26 @@ def test_a_traceback_ending_in_a_raiser_finds_the_call_whose_message_it_shows() 
     assert any(r.message is None and r.exception == "ValueError" for r in results[1:])
     # Without the traceback, the message alone finds it too.
     assert lookup(RAISER_TRACEBACK.splitlines()[-1], index)[0].message == "{pool_name} memory leak detected! {token_msg}"
+
+
+@pytest.mark.parametrize(
+    ("paste", "version"),
+    [
+        ("$ pip install sglang==0.4.6\nValueError: x", "0.4.6"),
+        ('  File "/opt/sglang-0.4.3.post2/python/sglang/srt/server_args.py", line 9, in f', "0.4.3.post2"),
+        ("Python: 3.10.12\nsglang: 0.5.18\nflashinfer_python: 0.2.5", "0.5.18"),
+        ("SGLang version 0.5.2 on 8xH100", "0.5.2"),
+        ("upgraded from sglang 0.4.6 to sglang v0.5.1, now:", "0.5.1"),
+        ("sgl-kernel 0.1.0", None),
+        ("sglang-router==0.1.4", None),
+        ("sglang_router 0.1.4", None),
+        ("mysglang-0.4.6", None),
+        ("ValueError: must be divisible by tp_size 0.4.6", None),
+    ],
+)
+def test_the_release_a_paste_names(paste: str, version: str | None) -> None:
+    """A paste that names its SGLang release (pip's pin, a path, check_env's line) gives that
+    release, the last it names; a router's or kernel's version, or a bare number, is none."""
+    from generator.search import paste_version
+
+    assert paste_version(paste) == version

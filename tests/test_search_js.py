@@ -83,6 +83,7 @@ def assert_same_ranking(python_results, js_results, paste: str) -> None:
             mine.where,
             mine.match,
         )
+        assert theirs["note"] == mine.note, paste[:80]
 
 
 KEYS = ["hisparse", "kv", "é-ü", "sglang/srt/x.py", "  a\u00a0b\u2003c\n", "Fp8_E5M2 got 128 x2"]
@@ -127,6 +128,36 @@ def test_small_index_agrees(tmp_path: Path) -> None:
     assert out["buckets"] == [bucket(key, 1024) for key in KEYS]
     assert out["squashed"] == [squash(key) for key in KEYS]
     assert out["tokens"] == [tokens(key) for key in KEYS]
+
+
+def test_a_traceback_from_an_earlier_release_names_its_releases_alike(tmp_path: Path) -> None:
+    """Issue #17: a traceback whose raising line is where earlier releases raised an error says
+    which releases those were, in the browser as in `errorkb lookup`; a line no release raised
+    it at says nothing of releases."""
+    from generator.search import Known
+
+    entries = group_sites(tuple(extract_source(textwrap.dedent(SOURCE).encode(), "python/sglang/srt/x.py")), REPO)
+    [assert_id] = [e.id for e in entries if e.kind == "assert"]
+    known = Known(places={assert_id: (("python/sglang/srt/old/y.py", "check", 50, "0.4.6 to 0.4.7"), ("python/sglang/srt/x.py", "check", 9, "0.4.8"))})
+    site = tmp_path / "site"
+    for path, data in search_files(entries, REPO, (), known).items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_bytes(data)
+    frame = 'Traceback (most recent call last):\n  File "/v/sglang/srt/{}", line {}, in check\n    assert found is not None\nAssertionError'
+    pastes = [frame.format("old/y.py", 50), frame.format("x.py", 9), frame.format("old/y.py", 51)]
+    out = run_node(tmp_path, site, pastes, [])
+    index = SearchIndex.of_site(site)
+    notes = []
+    for paste, js in zip(pastes, out["lookups"]):
+        mine = lookup(paste, index)
+        assert_same_ranking(mine, js["results"], paste)
+        assert mine[0].id == assert_id
+        notes.append(mine[0].note)
+    assert notes == [
+        "the traceback's line is where SGLang 0.4.6 to 0.4.7 raised it",
+        "the traceback's line is where SGLang 0.4.8 raised it",
+        "",
+    ]
 
 
 def test_class_weighing_agrees(tmp_path: Path) -> None:

@@ -35,14 +35,15 @@ def add_parser(subcommands) -> None:
     parser.add_argument(
         "--version", metavar="V",
         help="the SGLang release the error came from (as 0.4.6): errors that release raised come first, each with the wording it used, "
-        "as the ledger knows them",
+        "as the ledger knows them (default: the release the paste names, as in `sglang==0.4.6`, a path's `sglang-0.4.6` or "
+        "check_env's `sglang: 0.4.6`)",
     )
     add_source_options(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from generator.search import lookup
+    from generator.search import lookup, paste_version
 
     text = sys.stdin.read() if args.text == "-" else args.text
     if not text.strip():
@@ -54,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     if args.version is not None and version_key(args.version.removeprefix("v"))[0]:
         raise ErrorkbError(f"lookup: --version {args.version} is not a release number such as 0.4.6")
     index = index_of(args)
+    named = None
+    if args.version is None:
+        # The release the paste itself names, if any, read as --version would be.
+        args.version = named = paste_version(text)
     if args.version is None:
         candidates = lookup(text, index, limit=args.limit)
         at: dict[str, str | None] = {}
@@ -66,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps([record(c, at if args.version else None) for c in candidates], indent=2, ensure_ascii=False) + "\n")
     else:
+        if named is not None:
+            print(f"(SGLang {named}, the release the paste names)")
         for candidate in candidates:
             print(f"{candidate.score:6.2f}  {HOW[candidate.match]}{candidate.title}")
             if candidate.note:

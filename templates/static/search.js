@@ -42,7 +42,7 @@
   var LEADING_NAME = /^[A-Za-z0-9_.]*/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
   // The index format this code reads (search/manifest.json "version"), as in search.py.
-  var INDEX_VERSION = 5;
+  var INDEX_VERSION = 6;
   // A pasted log can be long; the error is at its end, and its message has fewer words than this.
   var MAX_PASTE = 20000;
   var MAX_WORDS = 80;
@@ -572,6 +572,7 @@
     });
 
     var raised = new Set();
+    var atLine = new Map(); // error id: the releases that raised it at the frame's line, when earlier ones
     function found(id, value, signature) {
       if (value >= 0.9 || evidence.has(id)) {
         var slot = slotOf(id);
@@ -591,7 +592,10 @@
       Object.keys(fileShard).sort().forEach(function (sitePath) {
         if (!pathMatches(frame.path, sitePath)) return;
         fileShard[sitePath].forEach(function (site) {
-          found(site[0], frameScore(frame, site[1], site[2], site[3], site[4]), site[4]);
+          var value = frameScore(frame, site[1], site[2], site[3], site[4]);
+          found(site[0], value, site[4]);
+          // An earlier release's place: the releases that raised it at the frame's line.
+          if (site.length > 5 && site[2] === frame.line && value >= 1.0) atLine.set(site[0], site[5]);
         });
       });
     }
@@ -621,7 +625,8 @@
     }
     function noteOf(id, row) {
       // An error no longer raised says so, whatever form it matched by.
-      return [matchedHow.has(id) ? notes.get(id) || "" : "", row && row.length > 5 ? row[5] : ""].filter(Boolean).join("; ");
+      var line = atLine.has(id) ? "the traceback's line is where SGLang " + atLine.get(id) + " raised it" : "";
+      return [matchedHow.has(id) ? notes.get(id) || "" : "", row && row.length > 5 ? row[5] : "", line].filter(Boolean).join("; ");
     }
 
     if (early) {
