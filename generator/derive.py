@@ -334,6 +334,29 @@ def _mention_order(name: str) -> tuple[bool, str]:
     return not name.startswith("--"), name
 
 
+def _with_setting_flags(named: tuple[str, ...], site: Site, settings: Mapping[str, model.Setting]) -> tuple[str, ...]:
+    """`named` and the server's flags a site reads as settings where "When it happens" shows
+    the code as it is (`0 <= self.conditioning_cache_max_size_mb < float('inf')`): the
+    attributes of settings receivers (`self.`, `server_args.`, `cfg.`) that are flags of the
+    page's server, and, in the server's own argument code (`ServerArgs` and `arg_groups/`),
+    the field names its message names (`scheduler_rpc_timeout must be ...`)."""
+    if not settings:
+        return named
+    # Its own conditions, not the earlier checks it comes after, which name their own flags.
+    passed = set(site.checks_passed)
+    own = replace(site, conditions=tuple(c for number, c in enumerate(site.conditions) if number not in passed))
+    arguments = site.function.startswith("ServerArgs.") or "/arg_groups/" in site.path or site.path.endswith("/server_args.py")
+    # Elsewhere `self.dtype` or `cfg.model` are a layer's or a config's, not the server's.
+    pattern = _SETTING_ATTRIBUTE if arguments else _SERVER_ARGS_ATTRIBUTE
+    names = set(pattern.findall(_code_text(own)))
+    if arguments:
+        names.update(word for word in _IDENTIFIER.findall(_literal_text(site)) if "_" in word.strip("_"))
+    found = {flag for name in names if (flag := "--" + name.replace("_", "-")) in settings}
+    if found <= set(named):
+        return named
+    return tuple(sorted({*named, *found}, key=_mention_order))
+
+
 def _with_trigger_flags(named: tuple[str, ...], trigger: str | None, settings: Mapping[str, model.Setting] | None) -> tuple[str, ...]:
     """`named` and the server's flags that "When it happens" names (`--kv-cache-dtype` for
     `cfg.kv_cache_dtype`, in any of its places, or in a curated text), so that every flag a
@@ -420,6 +443,8 @@ def _names(found: Iterable[str]) -> set[str]:
 
 _BARE_NAME = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
 _SETTING_ATTRIBUTE = re.compile(r"(?<![\w.])" + _RECEIVERS + r"([A-Za-z_][A-Za-z0-9_]*)")
+# The receivers that are the server's arguments wherever they are read.
+_SERVER_ARGS_ATTRIBUTE = re.compile(r"(?<![\w.])(?:self\.server_args|server_args|get_global_server_args\(\)|global_server_args)\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 _NOT_NAMES = frozenset(
@@ -876,7 +901,13 @@ def derive_articles(
                 curated=curated_entry,
                 trigger=trigger,
                 trigger_curated=bool(curated_entry and curated_entry.trigger),
-                mentions=(named := _with_trigger_flags(mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None), trigger, server)),
+                mentions=(
+                    named := _with_trigger_flags(
+                        _with_setting_flags(mentioned_names(entry, flags, mentions[entry.id] if mentions is not None else None), entry.sites[0], server),
+                        trigger,
+                        server,
+                    )
+                ),
                 settings=tuple(server[name] for name in named if name in server)
                 + tuple(server[name] for name in routes.flags_of(entry.sites) if name in server and name not in named),
                 related=tuple(

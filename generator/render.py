@@ -488,9 +488,17 @@ def phase_advice(article: Article) -> str:
             + ": this usually means a bug in SGLang, or a combination of features it does not support together. "
             "Try again without the optional features you turned on, one at a time, to find the one involved."
         )
+    if article.phase == "launch":
+        said = "SGLang raises it while it resolves its arguments at start-up, before any model is loaded: the command line or environment asks for something this setup does not allow. "
+        if article.settings:
+            return said + "The flags involved are listed below with upstream's help, default and choices: change the one this check is about."
+        variables = [name for name in article.mentions if not name.startswith("--")]
+        return said + (
+            "No server flag appears in its message, its conditions or its callers' conditions: it checks this machine "
+            "(its hardware, drivers, installed packages or files)"
+            + (f" and the environment variables {', '.join(variables)}." if len(variables) > 1 else f" and the environment variable {variables[0]}." if variables else ".")
+        )
     return {
-        "launch": "SGLang raises it while it resolves its arguments at start-up, before any model is loaded: "
-        "the command line or environment asks for something this setup does not allow.",
         "load": "SGLang raises it while it loads the model: its config, weights, tokenizer or quantization, "
         "or while it sizes memory pools and captures CUDA graphs.",
         "request": "SGLang raises it while it checks one request: that request fails with an error response and the "

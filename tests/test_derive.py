@@ -573,6 +573,45 @@ def test_the_diffusion_servers_code_is_explained_by_its_own_flags():
         assert [(setting.name, setting.help) for setting in article.settings] == [("--num-gpus", expected)]
 
 
+def test_settings_the_server_argument_code_reads_are_shown_even_where_its_code_is_shown_as_is():
+    """Issue #18: every flag a page names is explained. In the server's argument code a check
+    shown as code (`0 <= self.cache_mb < float('inf')`) and a message naming the field
+    (`timeout_s must be ...`) are about flags `--cache-mb` and `--timeout-s`; elsewhere
+    `self.dtype` is a layer's own, and an earlier check's setting is that check's."""
+    settings = {
+        name: Setting(name, f"help of {name}", None, None, "python/sglang/srt/server_args.py", 1)
+        for name in ("--cache-mb", "--timeout-s", "--dtype", "--port")
+    }
+    upstream = Upstream("r/r", "pypi:x==1", "v1", "2026-01-01")
+    arguments = """
+        class ServerArgs:
+            def validate(self):
+                if self.port < 0:
+                    raise ValueError("bad port")
+                if not 0 <= self.cache_mb < float("inf"):
+                    raise ValueError("must be finite")
+                timeout = self.resolve_timeout()
+                if timeout is not None and timeout < 0:
+                    raise ValueError("timeout_s must be None or non-negative")
+        """
+    layer = """
+        class Combine:
+            def __call__(self, o):
+                if not 0 <= self.dtype.itemsize < 8:
+                    raise ValueError("must be finite")
+        """
+    named = {}
+    for source, path in ((arguments, "python/sglang/srt/server_args.py"), (layer, "python/sglang/srt/layers/combine.py")):
+        for article in derive.derive_articles(group_sites(_sites(source, path), "r/r"), {}, upstream, settings=Servers(settings)):
+            named[(path.rsplit("/", 1)[-1], article.title)] = [setting.name for setting in article.settings]
+    assert named == {
+        ("server_args.py", "bad port"): ["--port"],
+        ("server_args.py", "must be finite"): ["--cache-mb"],
+        ("server_args.py", "timeout_s must be None or non-negative"): ["--timeout-s"],
+        ("combine.py", "must be finite"): [],
+    }
+
+
 def test_a_page_whose_phase_or_callers_change_is_digested_anew(tmp_path):
     """Routes come from other files than the page's own: a change of phase or of callers alone
     must change the page's digest, or the rebuild keeps the old page."""

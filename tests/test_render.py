@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 import textwrap
@@ -268,3 +269,20 @@ def test_home_offers_the_exception_types_product_errors_raise_most():
     html = dict(render.render_shared(listed, INFO, browse=False))["index.html"].decode()
     assert '<a href="exceptions/ValueError/"><code>ValueError</code></a> <span class="count">2</span>' in html
     assert "TypeError" not in html
+
+
+def test_an_unexplained_launch_error_says_which_flags_or_that_none_is_involved():
+    """Issue #18: a launch error with no fix written points at the flags shown below it, or
+    says plainly that no flag is involved and names the environment variables it reads."""
+    from generator.model import Callers, Route, Setting
+
+    base = article(["SGLANG_USE_MLX requires an MLX device"])
+    routed = dataclasses.replace(base.locations[0], route=Route("launch", Callers((), 0)))
+    bare = dataclasses.replace(base, locations=(routed,), mentions=("SGLANG_USE_MLX",))
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(bare))))
+    assert "No server flag appears in its message, its conditions or its callers' conditions" in text
+    assert "and the environment variable SGLANG_USE_MLX." in text
+    flagged = dataclasses.replace(bare, upstream=UPSTREAM, mentions=("--device",), settings=(Setting("--device", "The device to use.", "None", None, "python/sglang/srt/server_args.py", 9),))
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(flagged))))
+    assert "The flags involved are listed below with upstream's help" in text and "The device to use." in text
+    assert "No server flag appears" not in text
