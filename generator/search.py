@@ -1235,7 +1235,10 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         for site_path in sorted(shard):
             if path_matches(frame.path, site_path):
                 for error_id, function, line, end_line, signature, *releases in shard[site_path]:
-                    value = frame_score(frame, function, line, end_line, signature)
+                    # A place of an earlier release counts by its function and statement: its
+                    # line, in a file whose lines every release moves, only says which
+                    # releases the traceback may come from.
+                    value = frame_score(frame, function, 0, -1, signature) if releases else frame_score(frame, function, line, end_line, signature)
                     found(error_id, value, signature)
                     if releases and line == frame.line and value >= 1.0:
                         at_line[error_id] = releases[0]

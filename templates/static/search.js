@@ -592,10 +592,13 @@
       Object.keys(fileShard).sort().forEach(function (sitePath) {
         if (!pathMatches(frame.path, sitePath)) return;
         fileShard[sitePath].forEach(function (site) {
-          var value = frameScore(frame, site[1], site[2], site[3], site[4]);
+          // A place of an earlier release counts by its function and statement: its line, in
+          // a file whose lines every release moves, only says which releases the traceback
+          // may come from.
+          var earlier = site.length > 5;
+          var value = earlier ? frameScore(frame, site[1], 0, -1, site[4]) : frameScore(frame, site[1], site[2], site[3], site[4]);
           found(site[0], value, site[4]);
-          // An earlier release's place: the releases that raised it at the frame's line.
-          if (site.length > 5 && site[2] === frame.line && value >= 1.0) atLine.set(site[0], site[5]);
+          if (earlier && site[2] === frame.line && value >= 1.0) atLine.set(site[0], site[5]);
         });
       });
     }
