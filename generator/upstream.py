@@ -8,6 +8,7 @@ This is the only module that runs git or downloads anything. Everything else rec
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -181,9 +182,11 @@ _VERSION = re.compile(
 _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2}
 
 
+@functools.lru_cache(maxsize=4096)
 def version_key(version: str) -> tuple:
     """PEP 440 order for the versions a project publishes (`0.5.0rc1` < `0.5.0` < `0.5.0.post1`);
-    a version that is not PEP 440 sorts after all others, by its text."""
+    a version that is not PEP 440 sorts after all others, by its text. Kept per version: a
+    build sorts the 47,000 changes of some 120 releases by it."""
     match = _VERSION.fullmatch(version.strip())
     if match is None:
         return (1, (), (), 0, 0, version)
