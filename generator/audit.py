@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -279,6 +280,12 @@ def evidence_problems(files: Mapping[str, CuratedFile], source: Source) -> tuple
     for error, file in sorted(files.items()):
         for index, evidence in enumerate(file.curated.evidence):
             if texts.find(evidence) is not None:
+                if evidence.function and not texts.defines(evidence.path, evidence.function):
+                    # A reader follows the name to the code: one the file does not define
+                    # sends them nowhere.
+                    field = f"evidence[{index}]"
+                    problem = f"function {evidence.function!r} is not defined in {evidence.path} at {source.upstream.revision}"
+                    problems.append(ContentProblem(file.curated.path, file.line(field), field, problem))
                 continue
             backed = f" (it backs: {evidence.claim})" if evidence.claim else ""
             revision = source.upstream.revision
@@ -372,6 +379,8 @@ class QuotedFiles:
         self._by_path = {file.path: file for file in source.files()}
         # By path: the text without white space, and at each of its characters the line it is on.
         self._texts: dict[str, tuple[str, list[int]] | None] = {}
+        # By path: the names its `def` and `class` statements define.
+        self._names: dict[str, set[str]] = {}
 
     def exists(self, path: str) -> bool:
         return path in self._by_path
@@ -399,6 +408,17 @@ class QuotedFiles:
         near = evidence.line
         return min(found, key=lambda line: abs(line - near)) if near else found[0]
 
+    def defines(self, path: str, function: str) -> bool:
+        """Whether the file at `path` has a `def` or `class` of each part of `function`, a
+        qualified name (`ServerArgs.check`, `outer.<locals>.inner`)."""
+        file = self._by_path.get(path)
+        if file is None:
+            return False
+        if path not in self._names:
+            self._names[path] = set(_DEFINED.findall(self._source.read(file).decode("utf-8", "replace")))
+        parts = [part for part in function.removesuffix("()").split(".") if part != "<locals>"]
+        return bool(parts) and all(part in self._names[path] for part in parts)
+
     def _text(self, path: str) -> tuple[str, list[int]] | None:
         if path not in self._texts:
             file = self._by_path.get(path)
@@ -412,6 +432,9 @@ class QuotedFiles:
                     lines.extend([number] * len(squashed))
                 self._texts[path] = ("".join(chars), lines)
         return self._texts[path]
+
+
+_DEFINED = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
 def _unspaced(text: str) -> str:

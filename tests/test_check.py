@@ -280,6 +280,15 @@ def test_evidence_is_checked_by_its_quote_and_linked_where_the_quote_is_now(tmp_
     assert f"{entry}:" in err
     assert f"'evidence[1]': quote not found in python/sglang/srt/cache.py at {second} (it backs: int4 is refused too)" in err
 
+    # A quote found, but said to be in a function the file does not define: a reader looking
+    # for it finds nothing. One it defines passes.
+    entry.write_text(entry.read_text().replace(extra, "").replace("    line: 2\n", "    function: Cache.check\n    line: 2\n"))
+    code, err = errorkb("check", at=second)
+    assert code == 1 and f"'evidence[0]': function 'Cache.check' is not defined in python/sglang/srt/cache.py at {second}" in err
+    entry.write_text(entry.read_text().replace("function: Cache.check", "function: check"))
+    code, err = errorkb("check", at=second)
+    assert code == 0 and "0 problems" in err, err
+
 
 @pytest.mark.real
 def test_a_review_below_2_keeps_its_entry_from_passing_check(tmp_path, capsys):
