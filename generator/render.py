@@ -199,6 +199,7 @@ class ErrorPage(Page):
     # Where earlier releases raised it: (`path:line`, function, the releases), oldest first,
     # then the place it is raised now, since when (empty when it never moved).
     places: list[tuple[str, str, str]]
+    places_since: str
     # When SGLang raises it, in words, for a product error (else ""), and what that means for
     # what to do when nothing is written.
     phase_text: str
@@ -469,6 +470,7 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         printed=[template_parts(printed_template(form)) for form in curated.printed] if curated else [],
         raised_by=raised_by(article.versions, article.status, root),
         places=earlier_places(article),
+        places_since=release_name(article.versions.places[0].first) if article.versions and article.versions.places and article.versions.places[0].first else "",
         wordings=[(template_parts(printed_template(w.message)), w.releases) for w in article.versions.wordings] if article.versions else [],
         issues_search_url=issues_search_url(article, page["upstream"].repo),
         phase_text=PHASE_TEXTS[article.phase] if article.phase and article.scope == "product" else "",

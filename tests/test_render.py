@@ -286,3 +286,22 @@ def test_an_unexplained_launch_error_says_which_flags_or_that_none_is_involved()
     text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(flagged))))
     assert "The flags involved are listed below with upstream's help" in text and "The device to use." in text
     assert "No server flag appears" not in text
+
+
+def test_a_page_lists_where_each_run_of_releases_raised_it():
+    """Issue #17: the page says where each run of releases raised the error, line by line,
+    the current place last; past six places the list is collapsed under how many and since
+    which release."""
+    from generator.model import Place, Versions
+
+    def places(count: int) -> Article:
+        runs = tuple(Place("python/sglang/srt/server_args.py", 100 + n, "ServerArgs.check", f"v0.5.{n}", f"v0.5.{n + 1}", f"v0.5.{n}") for n in range(count))
+        return dataclasses.replace(article(["bad"]), versions=Versions("v0.5.0", None, "", (), runs, f"v0.5.{count}"))
+
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(places(2)))))
+    assert "Where older releases raised it python/sglang/srt/server_args.py:100 in ServerArgs.check: SGLang 0.5.0" in text
+    assert "python/sglang/srt/server_args.py:101 in ServerArgs.check: SGLang 0.5.1" in text
+    assert "python/sglang/m.py:3 in f: since 0.5.2 (above)" in text
+    many = page(places(7))
+    assert "<summary>8 places since SGLang 0.5.0, one per run of releases that raised it at the same line</summary>" in many
+    assert "<summary>" not in page(places(2)).split("earlier-places", 1)[1].split("</section>", 1)[0]
