@@ -246,9 +246,8 @@ def _verb(site: Site) -> str:
 def _trigger_parts(site: Site, flags: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The loops and handlers around a site, and its conditions in words: its own, innermost
     first, then one clause for the earlier checks it comes after."""
-    passed = set(site.checks_passed)
     named = functools.partial(_field_named, site.validates)
-    own = [describe_condition(named(c), flags) for number, c in enumerate(site.conditions) if number not in passed]
+    own = [describe_condition(named(c), flags) for c in site.own_conditions]
     own.reverse()
     clauses = []
     if site.kind == "assert" and site.assert_condition:
@@ -257,8 +256,8 @@ def _trigger_parts(site: Site, flags: frozenset[str]) -> tuple[tuple[str, ...], 
     if len(site.validates) > 2 and (own or site.assert_condition):
         fields = [_code(field) for field in site.validates[1:]]
         clauses.append(f"{_code(site.validates[0])} is the field {', '.join(fields[:-1])} or {fields[-1]} being validated")
-    if passed:
-        count = len(passed)
+    if site.checks_passed:
+        count = len(site.checks_passed)
         clauses.append("the check above it passed" if count == 1 else f"the {count} checks above it passed")
     return tuple(_context(context) for context in site.context), tuple(clauses)
 
@@ -342,19 +341,14 @@ def _with_setting_flags(named: tuple[str, ...], site: Site, settings: Mapping[st
     the field names its message names (`scheduler_rpc_timeout must be ...`)."""
     if not settings:
         return named
-    # Its own conditions, not the earlier checks it comes after, which name their own flags.
-    passed = set(site.checks_passed)
-    own = replace(site, conditions=tuple(c for number, c in enumerate(site.conditions) if number not in passed))
     arguments = site.function.startswith("ServerArgs.") or "/arg_groups/" in site.path or site.path.endswith("/server_args.py")
-    # Elsewhere `self.dtype` or `cfg.model` are a layer's or a config's, not the server's.
+    # Elsewhere `self.dtype` or `cfg.model` are a layer's or a config's, not the server's. Its
+    # own conditions only: the earlier checks it comes after name their own flags.
     pattern = _SETTING_ATTRIBUTE if arguments else _SERVER_ARGS_ATTRIBUTE
-    names = set(pattern.findall(_code_text(own)))
+    names = set(pattern.findall(_code_text(site, site.own_conditions)))
     if arguments:
         names.update(word for word in _IDENTIFIER.findall(_literal_text(site)) if "_" in word.strip("_"))
-    found = {flag for name in names if (flag := "--" + name.replace("_", "-")) in settings}
-    if found <= set(named):
-        return named
-    return tuple(sorted({*named, *found}, key=_mention_order))
+    return _with_flags(named, {flag for name in names if (flag := "--" + name.replace("_", "-")) in settings})
 
 
 def _with_trigger_flags(named: tuple[str, ...], trigger: str | None, settings: Mapping[str, model.Setting] | None) -> tuple[str, ...]:
@@ -363,7 +357,11 @@ def _with_trigger_flags(named: tuple[str, ...], trigger: str | None, settings: M
     page names is shown with its help."""
     if not trigger or not settings:
         return named
-    found = {flag for flag in _TRIGGER_FLAG.findall(trigger) if flag in settings}
+    return _with_flags(named, {flag for flag in _TRIGGER_FLAG.findall(trigger) if flag in settings})
+
+
+def _with_flags(named: tuple[str, ...], found: set[str]) -> tuple[str, ...]:
+    """`named` and `found`, in mention order; `named` itself when `found` adds nothing."""
     if found <= set(named):
         return named
     return tuple(sorted({*named, *found}, key=_mention_order))
@@ -426,10 +424,10 @@ def _setting_names(site: Site) -> set[str]:
     return _names([*_BARE_NAME.findall(text), *_SETTING_ATTRIBUTE.findall(text)])
 
 
-def _code_text(site: Site) -> str:
-    """A site's conditions, assert condition and placeholders, without string literals (values,
-    not names)."""
-    text = " ".join(site.conditions)
+def _code_text(site: Site, conditions: tuple[str, ...] | None = None) -> str:
+    """A site's conditions (or `conditions` of its), assert condition and placeholders, without
+    string literals (values, not names)."""
+    text = " ".join(site.conditions if conditions is None else conditions)
     if site.assert_condition:
         text += " " + site.assert_condition
     if site.template is not None:

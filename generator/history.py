@@ -724,7 +724,6 @@ def earlier_places(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[st
     return {error: tuple((p.path, p.function, p.line, place_releases(p)) for p in found.places) for error, found in versions.items() if found.places}
 
 
-
 def earlier_wordings(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str], ...]]:
     """By active id, its earlier wordings (`versions_of`) as forms a lookup finds it by, each
     with what the lookup says of it: the releases that raised it and the one that reworded it."""

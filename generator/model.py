@@ -145,6 +145,14 @@ class Site:
     raised_in: tuple[str, str, int, int] | None = None
 
     @property
+    def own_conditions(self) -> tuple[str, ...]:
+        """Its conditions but those that hold only because an earlier check did not raise."""
+        if not self.checks_passed:
+            return self.conditions
+        passed = set(self.checks_passed)
+        return tuple(condition for number, condition in enumerate(self.conditions) if number not in passed)
+
+    @property
     def message(self) -> str | None:
         """The template's text, or None when it has no literal text."""
         if self.template is None or not self.template.has_literal:
