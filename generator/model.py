@@ -328,7 +328,7 @@ class ErrorEntry:
         if self.message is not None:
             return self.message
         site = self.sites[0]
-        if site.kind == "assert":
+        if site.kind == "assert" and site.assert_condition is not None:
             return f"assert {site.assert_condition}"
         if site.template is not None:
             return f"{self.exception or 'exception'}({site.template.text})"

@@ -192,6 +192,10 @@ class ErrorPage(Page):
     report_url_upstream: str
     # The curated printed forms, each as `heading` is.
     printed: list[list[TitlePart]]
+    # For an error no longer raised: the code that last raised it, at the release that did,
+    # and the release that stopped raising it (name, page), for its "What to do".
+    last_code_url: str | None
+    retired_release: tuple[str, str] | None
     # The releases that raised it, in words ("" without a ledger), and its earlier wordings:
     # each as `heading` is, with the releases that raised it.
     raised_by: list[tuple[str, str | None]]
@@ -476,6 +480,8 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         phase_text=PHASE_TEXTS[article.phase] if article.phase and article.scope == "product" else "",
         phase_advice=phase_advice(article),
         report_url_upstream=f"https://github.com/{page['upstream'].repo}/issues/new/choose",
+        last_code_url=article.upstream.url(article.record.path, article.record.line) if article.status == "retired" and article.upstream and article.record and article.record.path else None,
+        retired_release=(release_name(article.record.retired_in), f"{root}releases/{release_name(article.record.retired_in)}/") if article.status == "retired" and article.record and article.record.retired_in else None,
     )
 
 
@@ -539,12 +545,14 @@ def earlier_places(article: Article) -> list[tuple[str, str, str]]:
     """Where earlier releases raised an error, oldest first, and where it is raised now since
     its last move; empty for one that never moved (or a ledger that does not know)."""
     versions = article.versions
-    if versions is None or not versions.places or not article.locations:
+    if versions is None or not versions.places or not (article.locations or article.status == "retired"):
         return []
     places = [
         (f"{p.path}:{p.line}", p.function, f"SGLang {place_releases(p)}" if p.last else (f"SGLang {release_name(p.first)} until" if p.first else "until") + f" it moved in {release_name(p.moved_in)}")
         for p in versions.places
     ]
+    if not article.locations:
+        return places  # no longer raised: the last place is in the notice above
     site = article.locations[0].site
     return places + [(f"{site.path}:{site.line}", site.function, f"since {release_name(versions.here_since)} (above)")]
 
@@ -558,12 +566,17 @@ def issues_search_url(article: Article, repo: str) -> str:
         pieces = (" ".join(part.split()).strip(" .,:;'\"()[]{}") for part in article.template.parts if isinstance(part, str))
         literal = max(pieces, key=len, default="")
     site = article.locations[0].site if article.locations else None
+    # An error no longer raised has no location, only the place the ledger kept.
+    function = site.function if site is not None else article.record.function if article.record else ""
     if len(literal) >= 12:
         query = f'"{_phrase(literal)}"'
     elif site is not None and site.assert_condition:
         query = f'"{_phrase(site.assert_condition)}"'
-    elif site is not None and site.function:
-        query = " ".join(filter(None, (site.function.rsplit(".", 1)[-1], article.exception)))
+    elif function:
+        # A method's own name, or its class's for a constructor or another special method.
+        owner, _, name = function.rpartition(".")
+        name = owner.rpartition(".")[2] if name.startswith("__") and owner else name
+        query = " ".join(filter(None, (name, article.exception)))
     else:
         query = " ".join(filter(None, (literal, article.exception))) or article.id
     return f"https://github.com/{repo}/issues?q=" + urllib.parse.quote_plus(f"is:issue {query}")

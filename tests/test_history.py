@@ -347,6 +347,18 @@ def test_ids_the_id_rules_changed_are_moved_or_split_and_none_is_lost(tmp_path):
     assert load_ledger(tmp_path)[shared].split_into == split.split_into
 
 
+def test_a_retired_assert_without_a_message_is_titled_by_its_place_for_search():
+    """The ledger keeps no condition: a retired bare `assert` is named by its exception and
+    function in search results, not "assert None"."""
+    from generator.history import retired_entries
+    from generator.model import LedgerRecord
+
+    record = LedgerRecord("gone", "retired", "v0.5.6", "v0.5.6.post2", "assert", "AssertionError", None, "python/sglang/srt/mem_cache/m.py", 324, "MambaRadixCache.__init__", retired_in="v0.5.7")
+    (entry,), notes = retired_entries({"gone": record}, {})
+    assert entry.title == "AssertionError in MambaRadixCache.__init__"
+    assert notes["gone"] == "no longer raised: SGLang 0.5.6.post2, retired in 0.5.7"
+
+
 def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history):
     """A user on the release before a rewording pastes the old message: the lookup puts the
     new id first, as an exact match of its earlier wording, and says which releases raised
