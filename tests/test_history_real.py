@@ -180,6 +180,20 @@ def test_an_error_no_longer_raised_is_found_and_says_since_when(history_index):
     assert found.note == "no longer raised: SGLang 0.5.15 to 0.5.20, retired in 0.5.21"
 
 
+def test_real_reports_of_errors_only_earlier_releases_raised_land_first(history_index):
+    """Errors users of older releases pasted in public issue threads (`history` in
+    `data/real_reports.json`): retired errors, or errors an earlier release raised at the
+    traceback's line, each labelled by reading that release's code. Every one lands first."""
+    from generator.search import lookup
+
+    records, _, index = history_index
+    cases = [case for case in json.loads((Path(__file__).parent / "data" / "real_reports.json").read_text()) if case.get("history")]
+    assert len(cases) >= 9 and all(case["expect"] in records for case in cases)
+    assert sum(records[case["expect"]].status == "retired" for case in cases) >= 7
+    misses = [(case["url"], case["expect"], found[0].id if found else None) for case in cases for found in [lookup(case["paste"], index, limit=1)] if not found or found[0].id != case["expect"]]
+    assert misses == []
+
+
 def test_lookup_reads_the_release_a_paste_names_as_its_version(capsys):
     """Issue #17: `errorkb lookup` takes the release a paste names (here pip's pin) as
     `--version` would: it says so, and gives the wording that release used; `--version` given

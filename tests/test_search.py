@@ -576,7 +576,9 @@ def test_real_reports_hit_rate(real_entries, real_site, capsys) -> None:
     """Errors users pasted in public issue threads, verbatim with their wrappers: the right
     page first for at least `REPORTS_FIRST` of those SGLang still raises."""
     cases = json.loads(REPORTS.read_text(encoding="utf-8"))
-    labelled = [case for case in cases if case.get("expect")]
+    # Those only earlier releases raised as pasted are found through the ledger, which this
+    # index has not (tests/test_history_real.py).
+    labelled = [case for case in cases if case.get("expect") and not case.get("history")]
     ids = {entry.id for entry in real_entries}
     assert [case["expect"] for case in labelled if case["expect"] not in ids] == []
     assert all(case.get("reason") for case in cases if not case.get("expect"))
