@@ -372,15 +372,17 @@ class _Reader:
         conditions = tuple(text for text, _passed in read)
         checks_passed = tuple(number for number, (_text, passed) in enumerate(read) if passed)
         template = None
-        resolved = False
+        resolved = 0
         raised_in = None
         if found.raiser is not None:
             raiser = found.raiser
             raised_in = (raiser.path, raiser.function, raiser.line, raiser.end_line)
         if message is not None:
-            template = self.variable_template(message, found) if isinstance(message, ast.Name) else None
-            resolved = template is not None
-            template = template or self.template(message)
+            read = self.variable_template(message, found) if isinstance(message, ast.Name) else None
+            if read is not None:
+                template, resolved = read
+            else:
+                template = self.template(message)
         return Site(
             kind=found.kind,
             exception=exception,
@@ -472,11 +474,14 @@ class _Reader:
             return f"case {self.source(node.pattern)}"
         raise AssertionError(f"no context for {type(node).__name__}")
 
-    def variable_template(self, name: ast.Name, found: Found) -> Template | None:
-        """The template of a message held in a local variable: its one assignment of text
-        above the raise in the same function (`msg = "..."`, an f-string), then each `msg +=`
+    def variable_template(self, name: ast.Name, found: Found) -> tuple[Template, int] | None:
+        """The template of a message held in a local variable: its last assignment of text
+        above the raise in the same function on every path to it (`msg = "..."`, an f-string),
+        then each `msg +=`
         between it and the raise; an addition not on every path to the raise (in a branch or
-        loop the raise is not in) is an optional part. None when the code does not say."""
+        loop the raise is not in) is an optional part. None when the code does not say. With
+        the template, how it was read (`Site.resolved`): RESOLVED_ONE from the variable's only
+        assignment, RESOLVED_LAST from the last of several."""
         if found.scope is None:
             return None
         raised = found.node.lineno
@@ -496,12 +501,16 @@ class _Reader:
                     assigned.append(node)
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name.id:
                 added.append(node)
-        if len(assigned) != 1 or assigned[0].value is None or not _is_text(assigned[0].value):
-            return None
-        first = assigned[0]
         # Statements on every path to the raise: those whose enclosing blocks all hold it too.
         around = set(_blocks(found.node, parents, found.scope))
-        if not _within(first, parents, around, found.scope):
+        # The last assignment on every path to the raise holds the message, unless another one
+        # after it may run first (in a branch the raise is not in). One in a branch the raise is
+        # not in (an earlier `except`) and above that assignment never reaches the raise.
+        on_path = [node for node in assigned if _within(node, parents, around, found.scope)]
+        if not on_path:
+            return None
+        first = max(on_path, key=lambda node: (node.lineno, node.col_offset))
+        if any((node.lineno, node.col_offset) > (first.lineno, first.col_offset) for node in assigned) or first.value is None or not _is_text(first.value):
             return None
         parts = list(self.template(first.value).parts)
         for addition in sorted(added, key=lambda a: (a.lineno, a.col_offset)):
@@ -515,7 +524,7 @@ class _Reader:
             else:
                 parts.append(Placeholder(expr=more.text, optional=True))
         template = Template(_merge(parts))
-        return template if template.has_literal else None
+        return (template, RESOLVED_ONE if len(assigned) == 1 else RESOLVED_LAST) if template.has_literal else None
 
     def template(self, node: ast.expr) -> Template:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -525,6 +534,9 @@ class _Reader:
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+# How a message held in a variable was read (`Site.resolved`): from its only assignment, or
+# from the last of several on every path to the raise.
+RESOLVED_ONE, RESOLVED_LAST = 1, 2
 
 
 def _validated_fields(function: ast.AST | None) -> tuple[str, ...]:
@@ -687,6 +699,7 @@ def _number(sites: list[Site]) -> tuple[Site, ...]:
     each site whose id key the earlier rules made otherwise its `legacy_key`."""
     seen: dict[tuple, int] = {}
     seen_before: dict[tuple, int] = {}
+    seen_one: dict[tuple, int] = {}
     numbered = []
     for site in sites:
         group = (site.function, site.kind, site.exception, site.assert_condition)
@@ -694,10 +707,17 @@ def _number(sites: list[Site]) -> tuple[Site, ...]:
             ordinal = seen.get(group, 0)
             seen[group] = ordinal + 1
             site = replace(site, ordinal=ordinal)
+        if site.message is None or site.resolved == RESOLVED_LAST:
+            # Numbered as when only a variable's one assignment was read.
+            ordinal_one = seen_one.get(group, 0)
+            seen_one[group] = ordinal_one + 1
         # Before, a message held in a variable had no text, nor had `{expr=}` placeholders,
-        # whose key was `{}`.
+        # whose key was `{}`; and until messages were read from the last of several assignments
+        # (RESOLVED_LAST), such a site had no text either.
         template = site.template
-        if template is not None and not site.resolved and any(isinstance(part, str) and part.strip() for part in template.parts):
+        if site.resolved == RESOLVED_LAST:
+            before = replace(site, template=None, ordinal=ordinal_one).key
+        elif template is not None and not site.resolved and any(isinstance(part, str) and part.strip() for part in template.parts):
             before = _WHITESPACE.sub(" ", "".join("{}" if isinstance(part, Placeholder) else escape_braces(part) for part in template.parts)).strip()
         else:
             ordinal = seen_before.get(group, 0)

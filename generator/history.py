@@ -356,7 +356,9 @@ def update_ledger(
     appeared = [e for e in entries if e.id not in previous or previous[e.id].status != "active"]
     # Ids the id rules changed (a message read from its variable, `{expr=}` keeping its text)
     # go to the errors whose sites had them; the rest may be rewordings.
-    rekeyed = legacy_ids(entries, upstream.repo, {r.id for r in vanished})
+    # Only an error that appeared can be one a vanished id became: the site of an error whose id
+    # stayed may have had a vanished id's key under the earlier rules too.
+    rekeyed = legacy_ids(appeared, upstream.repo, {r.id for r in vanished})
     pairs = {old: new[0] for old, new in rekeyed.items() if len(new) == 1}
     pairs.update(pair_rewordings([r for r in vanished if r.id not in rekeyed], appeared))
     reworded_to = set(pairs.values())
@@ -620,6 +622,10 @@ def versions_of(records: Mapping[str, LedgerRecord], changes: Iterable[Change] =
     earlier: dict[str, list[tuple[tuple, LedgerRecord]]] = {}
     for record in records.values():
         if record.status != "moved":
+            continue
+        # An id that one release both gave and took back (the id rules changed between two
+        # builds of it) was never the id of a release: it says nothing of when or where.
+        if record.retired_in == record.first_seen:
             continue
         target = records.get(resolve(records, record.id))
         if target is not None and target.status == "active":

@@ -135,8 +135,9 @@ class Site:
     checks_passed: tuple[int, ...] = ()
     # In a pydantic field validator: the parameter holding the value, then the fields validated.
     validates: tuple[str, ...] = ()
-    # Whether the message was read from the assignments to the variable raised (`msg = ...`).
-    resolved: bool = False
+    # Whether the message was read from the assignments to the variable raised (`msg = ...`):
+    # 0 no, else how (`extract.RESOLVED_ONE`, `RESOLVED_LAST`).
+    resolved: int = 0
     # The id key under the rules before messages were read from variables and `{expr=}` kept
     # its text, where it differs from `key`: the ledger moves such ids to their new ones.
     legacy_key: str | None = None

@@ -499,6 +499,43 @@ def test_a_message_held_in_a_variable_is_read_from_its_assignments():
     assert unknown.message is None and unknown.legacy_key is None
 
 
+def test_a_message_assigned_in_several_branches_is_read_from_the_one_on_the_raises_path():
+    """SGLang's tokenizer loader assigns `err_msg` in two `except` branches, each raising it:
+    each raise reads the assignment on its own path; a later assignment in a branch the raise is
+    not in leaves the message unknown. The id such a message-less site had before keeps leading
+    to it (`legacy_key`): numbered among the sites without text, as then."""
+    source = textwrap.dedent(
+        '''
+        def load(name):
+            try:
+                return open_it(name)
+            except TypeError as e:
+                err_msg = "Failed to load the tokenizer. Use the fast tokenizer."
+                raise RuntimeError(err_msg) from e
+            except ValueError as e:
+                if "does not exist" in str(e):
+                    err_msg = (
+                        "Failed to load the tokenizer. If the tokenizer is a custom "
+                        "tokenizer, use --trust-remote-code."
+                    )
+                    raise RuntimeError(err_msg) from e
+                raise
+
+        def maybe(flag):
+            msg = "first"
+            if flag:
+                msg = "second"
+            raise RuntimeError(msg)
+        '''
+    ).encode()
+    fast, custom, maybe = extract_source(source, "python/sglang/srt/t.py")
+    assert fast.message == "Failed to load the tokenizer. Use the fast tokenizer."
+    assert custom.message == "Failed to load the tokenizer. If the tokenizer is a custom tokenizer, use --trust-remote-code."
+    # Before, `custom` was the only site of `load` without text: ordinal 0.
+    assert custom.legacy_key == "@python/sglang/srt/t.py:load:0"
+    assert maybe.message is None
+
+
 def test_self_documenting_placeholders_keep_their_text_and_punctuation_alone_is_no_message():
     """`{res=}` prints `res=`: it keys as text, so asserts made of such placeholders are each
     their own error; a template of values and punctuation only (`{a}, {b}`) keys by location."""

@@ -347,6 +347,54 @@ def test_ids_the_id_rules_changed_are_moved_or_split_and_none_is_lost(tmp_path):
     assert load_ledger(tmp_path)[shared].split_into == split.split_into
 
 
+def test_a_message_read_from_the_last_of_several_assignments_moves_its_old_id_to_it_alone(tmp_path):
+    """SGLang's tokenizer loader raised `err_msg` in two `except` branches; the second raise's
+    message, assigned there too, was read only once the extractor took the last assignment on
+    its path. Its old location id moves to its new id, never to the first raise, whose id stayed
+    though its site had that location key under the very first rules."""
+    from generator.extract import extract_source
+    from generator.model import LedgerRecord, Upstream, error_id
+
+    path, repo = "python/sglang/srt/t.py", "sgl-project/sglang"
+    source = (
+        "def load(name):\n"
+        "    try:\n"
+        "        return open_it(name)\n"
+        "    except TypeError as e:\n"
+        "        err_msg = 'Use the fast tokenizer.'\n"
+        "        raise RuntimeError(err_msg) from e\n"
+        "    except ValueError as e:\n"
+        "        err_msg = 'Set --trust-remote-code.'\n"
+        "        raise RuntimeError(err_msg) from e\n"
+    ).encode()
+    entries = group_sites(extract_source(source, path), repo)
+    fast, custom = (next(e.id for e in entries if e.message == text) for text in ("Use the fast tokenizer.", "Set --trust-remote-code."))
+    location = error_id(repo, "RuntimeError", f"@{path}:load:0")
+    previous = {
+        fast: LedgerRecord(fast, "active", "v1", "v1", "raise", "RuntimeError", "Use the fast tokenizer.", path, 6, "load"),
+        location: LedgerRecord(location, "active", "v1", "v1", "raise", "RuntimeError", None, path, 9, "load"),
+    }
+    update = update_ledger(previous, entries, Upstream(repo, "v2", "v2", "2026-01-02T00:00:00Z"))
+    assert (update.records[location].status, update.records[location].moved_to) == ("moved", custom)
+    assert update.records[fast].status == "active" and location not in update.records[fast].aliases
+    assert [(c.change, c.id, c.detail) for c in update.changes if c.id in previous] == [("rekeyed", location, custom)]
+
+
+def test_an_id_one_release_gave_and_took_back_says_nothing_of_when_an_error_began():
+    """Ids the id rules made and unmade within builds of one release (first seen and retired in
+    it) moved into errors that release already raised under older ids: the error's first
+    release, and its places, are those of the older ids."""
+    from generator.model import LedgerRecord
+
+    path = "python/sglang/srt/t.py"
+    records = {
+        "new": LedgerRecord("new", "active", "v0.5.23", "v0.5.23", "raise", "RuntimeError", "Set --trust-remote-code.", path, 9, "load", aliases=("old", "phantom")),
+        "old": LedgerRecord("old", "moved", "v0.5.11", "v0.5.23", "raise", "RuntimeError", None, path, 9, "load", moved_to="new", retired_in="v0.5.23"),
+        "phantom": LedgerRecord("phantom", "moved", "v0.5.23", "v0.5.23", "raise", "RuntimeError", None, path, 9, "load", moved_to="old", retired_in="v0.5.23"),
+    }
+    assert versions_of(records)["new"].first == "v0.5.11"
+
+
 def test_a_retired_assert_without_a_message_is_titled_by_its_place_for_search():
     """The ledger keeps no condition: a retired bare `assert` is named by its exception and
     function in search results, not "assert None"."""
