@@ -154,6 +154,9 @@ def _comparison(left: ast.AST, op: ast.cmpop, right: ast.AST, positive: bool, fl
             return f"{subject} is {choices}" if inside else f"{subject} is none of {', '.join(values)}"
         return f"{subject} is {'' if inside else 'not '}in {_subject(right, flags)}"
     words = _COMPARISONS.get(type(op))
+    if isinstance(op, (ast.Eq, ast.NotEq)) and not isinstance(right, ast.Constant):
+        # Two values compared: "is not" would read as Python's identity test.
+        words = ("equals", "differs from") if isinstance(op, ast.Eq) else ("differs from", "equals")
     if words is not None:
         return f"{subject} {words[0] if positive else words[1]} {_value(right, flags)}"
     verb = ("is", "is not") if isinstance(op, ast.Is) else ("is not", "is")

@@ -770,7 +770,7 @@ PHASE_TEXTS = {
     "request": "on a request: validating one client request, which gets an error response while the server goes on",
     "serving": "while serving: scheduler, workers, kernels, communication",
     "tool": "in a tool: command-line utilities, benchmarks, the client-side language",
-    "unreachable": "unreached: no path from SGLang's entry points (start-up, the model loader, the HTTP handlers, the scheduler, its tools) reaches it",
+    "unreachable": "unreached: no path a static reading sees from SGLang's entry points (start-up, the model loader, the HTTP handlers, the scheduler, its tools) reaches it",
 }
 SCOPE_TEXTS = {"test": "SGLang's own tests", "benchmark": "SGLang's benchmark scripts", "example": "SGLang's examples"}
 

@@ -31,6 +31,9 @@ from generator.model import LedgerRecord, Servers, Setting, Upstream, group_site
         pytest.param("tp_size > 1", "`tp_size` is greater than `1`", id="compare"),
         pytest.param("not tp_size > 1", "`tp_size` is at most `1`", id="compare-negated"),
         pytest.param('mode != "null"', "`mode` is not `null`", id="not-equal"),
+        # Two values, not one and a literal: no "is not" to read as Python's identity test.
+        pytest.param("not (topk_ids.shape == topk_weights.shape)", "`topk_ids.shape` differs from `topk_weights.shape`", id="two-values-differ"),
+        pytest.param("len(a) == len(b)", "`len(a)` equals `len(b)`", id="two-values-equal"),
         pytest.param('variant not in ("", "base")', "`variant` is none of empty, `base`", id="not-in-with-empty"),
         pytest.param(
             "not (is_a and (has_b or use_c))",
