@@ -79,12 +79,12 @@ def test_next_revision_keeps_every_page_and_carries_curated_text(tmp_path, built
     # The removed error keeps a page saying since when it is no longer raised.
     retired = json.loads((site / f"api/errors/{gone_id}.json").read_text())
     assert (retired["status"], retired["retired_in"]) == ("retired", shas[1])
-    # Its page says what to do on a release that raised it: upgrade past it, read the code
-    # that raised it at the last revision that did, search upstream's issues.
+    # Its page says what to do on a release that raised it: which release stopped raising it,
+    # the code that raised it at the last revision that did, upstream's issues searched.
     gone = (site / f"errors/{gone_id}/index.html").read_text()
     todo = gone[gone.index('<h2 id="todo">') :]
     code = f"https://github.com/{retired['upstream']['repo']}/blob/{shas[0]}/{retired['last_location']['path']}#L{retired['last_location']['line']}"
-    assert f'<a href="../../releases/{shas[1]}/">{shas[1]}</a> and later do not raise it' in todo
+    assert f'<a href="../../releases/{shas[1]}/">{shas[1]}</a> and later do not raise it as worded here' in todo
     assert f'Read <a href="{code}">the code that raised it</a>' in todo and "issues?q=" in todo
     # The moved error keeps its id and shows its new place.
     kv4 = json.loads((site / f"api/errors/{kv4_id}.json").read_text())
