@@ -40,9 +40,17 @@ from generator.model import (
 # `kv_cache_dtype`, which is also the name of the flag.
 # Where settings are read from: the server arguments, and the resolution hooks' views of them
 # (`arg_groups/model_override_base.py`: `resolved_view(server_args)`, `resolving_view(...)`).
+# And, from SGLang 0.5.23's runtime context, the server's arguments (`get_server_args()`) and the
+# resolved snapshots of them by area (`get_mm().enable_broadcast_mm_inputs_process`,
+# `get_exec().moe.moe_a2a_backend`, with at most one group, a plain word, before the leaf;
+# `get_parallel().tp_size`), whose leaves are named as the arguments are: a leaf that is no
+# flag's name stays as it is.
+_CONTEXT_SETTINGS = (
+    r"get_server_args\(\)|get_(?:device|model|exec|schedule|memory|spec|lora|mm|disagg|serving|observability|parallel)\(\)(?:\.[a-z]+)?"
+)
 _RECEIVERS = (
     r"(?:self\.server_args|self\.config|server_args|get_global_server_args\(\)|global_server_args|cfg|args|self"
-    r"|view|resolved_view\(server_args\)|resolving_view\(server_args\))\."
+    r"|view|resolved_view\(server_args\)|resolving_view\(server_args\)|" + _CONTEXT_SETTINGS + r")\."
 )
 _SETTINGS_RECEIVERS = re.compile("^" + _RECEIVERS)
 _PLATFORMS = {
@@ -445,7 +453,7 @@ def _names(found: Iterable[str]) -> set[str]:
 _BARE_NAME = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
 _SETTING_ATTRIBUTE = re.compile(r"(?<![\w.])" + _RECEIVERS + r"([A-Za-z_][A-Za-z0-9_]*)")
 # The receivers that are the server's arguments wherever they are read.
-_SERVER_ARGS_ATTRIBUTE = re.compile(r"(?<![\w.])(?:self\.server_args|server_args|get_global_server_args\(\)|global_server_args)\.([A-Za-z_][A-Za-z0-9_]*)")
+_SERVER_ARGS_ATTRIBUTE = re.compile(r"(?<![\w.])(?:self\.server_args|server_args|get_global_server_args\(\)|global_server_args|" + _CONTEXT_SETTINGS + r")\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 _NOT_NAMES = frozenset(

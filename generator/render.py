@@ -379,7 +379,7 @@ def template_parts(template: Template) -> list[TitlePart]:
     ]
 
 
-def _location_view(location: Location, root: str) -> LocationView:
+def _location_view(location: Location, root: str, flags: frozenset[str] = frozenset()) -> LocationView:
     site = location.site
     lines = None
     if location.snippet is not None:
@@ -403,19 +403,21 @@ def _location_view(location: Location, root: str) -> LocationView:
         docstring=location.docstring,
         module_url=f"{root}modules/{posixpath.dirname(site.path)}/",
         phase=location.route.phase if location.route else None,
-        callers=_caller_views(location.route.callers) if location.route else [],
+        callers=_caller_views(location.route.callers, flags) if location.route else [],
         more_callers=location.route.callers.more if location.route else 0,
     )
 
 
-def _caller_views(callers: Callers) -> list[CallerView]:
+def _caller_views(callers: Callers, flags: frozenset[str] = frozenset()) -> list[CallerView]:
+    """The callers as a page lists them, each call's tests in words, the settings among them
+    that are the server's `flags` named by their flag."""
     return [
         CallerView(
             path=node.path,
             line=node.line,
             function=node.function,
-            when=Markup(_inline(" and ".join(describe_condition(condition) for condition in node.conditions))),
-            callers=_caller_views(node.callers),
+            when=Markup(_inline(" and ".join(describe_condition(condition, flags) for condition in node.conditions))),
+            callers=_caller_views(node.callers, flags),
             more=node.callers.more,
         )
         for node in callers.nodes
@@ -443,7 +445,9 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
     # The revision this error's code last changed at, not the build's: the page stays the
     # same, byte for byte, until its own code changes.
     page["upstream"] = article.upstream or info.upstream
-    views = [_location_view(location, root) for location in article.locations]
+    # The page's settings are the server's flags its message, conditions and callers name.
+    flags = frozenset(setting.name for setting in article.settings)
+    views = [_location_view(location, root, flags) for location in article.locations]
     first_doc = next((location.docstring for location in article.locations if location.docstring), None)
     moved_to = None
     if article.status == "moved" and article.record and article.record.moved_to:

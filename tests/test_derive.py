@@ -51,6 +51,24 @@ def test_describe_condition(condition, words):
     assert derive.describe_condition(condition) == words
 
 
+@pytest.mark.parametrize(
+    ("condition", "words"),
+    [
+        # SGLang 0.5.23 reads its arguments through the runtime context's snapshots by area.
+        pytest.param("get_mm().enable_broadcast_mm_inputs_process", "`--enable-broadcast-mm-inputs-process` is set", id="area-snapshot"),
+        pytest.param('get_exec().moe.moe_a2a_backend == "deepep"', "`--moe-a2a-backend` is `deepep`", id="area-group"),
+        pytest.param("get_parallel().tp_size > 1", "`--tp-size` is greater than `1`", id="parallel"),
+        pytest.param("not get_server_args().disable_radix_cache", "`--disable-radix-cache` is not set", id="server-args"),
+        # A leaf that is no flag stays a name; a method of a setting keeps the setting's name.
+        pytest.param("get_parallel().dcp_enabled", "`dcp_enabled` is set", id="not-a-flag"),
+        pytest.param("get_exec().moe.moe_a2a_backend.is_deepep()", "`moe_a2a_backend.is_deepep()` is true", id="method-of-setting"),
+    ],
+)
+def test_settings_read_from_the_runtime_context_are_named_by_their_flag(condition, words):
+    flags = frozenset({"--enable-broadcast-mm-inputs-process", "--moe-a2a-backend", "--tp-size", "--disable-radix-cache"})
+    assert derive.describe_condition(condition, flags) == words
+
+
 def _sites(source: str, path: str = "python/sglang/srt/m.py"):
     return extract_source(textwrap.dedent(source).encode(), path)
 

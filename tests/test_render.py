@@ -271,6 +271,19 @@ def test_home_offers_the_exception_types_product_errors_raise_most():
     assert "TypeError" not in html
 
 
+def test_callers_tests_name_the_flags_the_page_explains():
+    """Issue #18's `7a7ea5fbc3cb62fc`: the call at scheduler.py:2843 happens only under
+    `get_mm().enable_broadcast_mm_inputs_process`, which the page shows as the flag it explains."""
+    from generator.model import CallerNode, Callers, Route, Setting
+
+    base = article(["Multimodal input processing failed on the TP entry rank"])
+    call = CallerNode("python/sglang/srt/managers/scheduler.py", "Scheduler._get_multimodal_inputs", 2843, ("get_mm().enable_broadcast_mm_inputs_process",), Callers((), 0))
+    routed = dataclasses.replace(base.locations[0], route=Route("serving", Callers((call,), 0)))
+    flag = Setting("--enable-broadcast-mm-inputs-process", "Broadcast multimodal inputs.", "False", None, "python/sglang/srt/server_args.py", 9)
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(dataclasses.replace(base, upstream=UPSTREAM, locations=(routed,), settings=(flag,))))))
+    assert "called by Scheduler._get_multimodal_inputs at python/sglang/srt/managers/scheduler.py:2843 when --enable-broadcast-mm-inputs-process is set" in text
+
+
 def test_an_unexplained_launch_error_says_which_flags_or_that_none_is_involved():
     """Issue #18: a launch error with no fix written points at the flags shown below it, or
     says plainly that no flag is involved and names the environment variables it reads."""
