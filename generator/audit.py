@@ -379,7 +379,7 @@ class QuotedFiles:
         self._by_path = {file.path: file for file in source.files()}
         # By path: the text without white space, and at each of its characters the line it is on.
         self._texts: dict[str, tuple[str, list[int]] | None] = {}
-        # By path: the names its `def` and `class` statements define.
+        # By path: the names its `def` and `class` statements define, read with its text.
         self._names: dict[str, set[str]] = {}
 
     def exists(self, path: str) -> bool:
@@ -411,11 +411,8 @@ class QuotedFiles:
     def defines(self, path: str, function: str) -> bool:
         """Whether the file at `path` has a `def` or `class` of each part of `function`, a
         qualified name (`ServerArgs.check`, `outer.<locals>.inner`)."""
-        file = self._by_path.get(path)
-        if file is None:
+        if self._text(path) is None:
             return False
-        if path not in self._names:
-            self._names[path] = set(_DEFINED.findall(self._source.read(file).decode("utf-8", "replace")))
         parts = [part for part in function.removesuffix("()").split(".") if part != "<locals>"]
         return bool(parts) and all(part in self._names[path] for part in parts)
 
@@ -425,8 +422,11 @@ class QuotedFiles:
             if file is None:
                 self._texts[path] = None
             else:
+                # Read once: the quotes are found in its text, the functions among its names.
+                decoded = self._source.read(file).decode("utf-8", "replace")
+                self._names[path] = set(_DEFINED.findall(decoded))
                 chars, lines = [], []
-                for number, line in enumerate(self._source.read(file).decode("utf-8", "replace").splitlines(), 1):
+                for number, line in enumerate(decoded.splitlines(), 1):
                     squashed = _unspaced(line)
                     chars.append(squashed)
                     lines.extend([number] * len(squashed))

@@ -485,7 +485,7 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
         phase_advice=phase_advice(article),
         report_url_upstream=f"https://github.com/{page['upstream'].repo}/issues/new/choose",
         last_code_url=article.upstream.url(article.record.path, article.record.line) if article.status == "retired" and article.upstream and article.record and article.record.path else None,
-        retired_release=(release_name(article.record.retired_in), f"{root}releases/{release_name(article.record.retired_in)}/") if article.status == "retired" and article.record and article.record.retired_in else None,
+        retired_release=release_link(article.record.retired_in, root) if article.status == "retired" and article.record and article.record.retired_in else None,
     )
 
 
@@ -530,19 +530,20 @@ def raised_by(versions: Versions | None, status: str, root: str) -> list[tuple[s
     raised. Empty without a ledger."""
     if versions is None:
         return []
-
-    def release(revision: str) -> tuple[str, str]:
-        name = release_name(revision)
-        return name, f"{root}releases/{name}/"
-
     if status == "active" or versions.last is None:
-        return [("Raised by SGLang since ", None), release(versions.first), (".", None)]
-    parts = [("Raised by SGLang ", None), release(versions.first)]
+        return [("Raised by SGLang since ", None), release_link(versions.first, root), (".", None)]
+    parts = [("Raised by SGLang ", None), release_link(versions.first, root)]
     if versions.last != versions.first:
-        parts += [(" to ", None), release(versions.last)]
+        parts += [(" to ", None), release_link(versions.last, root)]
     if versions.retired_in:
-        parts += [("; not raised since ", None), release(versions.retired_in)]
+        parts += [("; not raised since ", None), release_link(versions.retired_in, root)]
     return parts + [(".", None)]
+
+
+def release_link(revision: str, root: str) -> tuple[str, str]:
+    """A release by its name, with its page's address from a page at `root`."""
+    name = release_name(revision)
+    return name, f"{root}releases/{name}/"
 
 
 def earlier_places(article: Article) -> list[tuple[str, str, str]]:
