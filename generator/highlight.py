@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from re import _constants, _parser
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,28 +43,33 @@ class OneMatchPerToken:
     match wins, so the rule that matches is the same; `lastindex` names it, since its group
     closes last. A rule with a callback is matched again on its own, so the callback sees
     the match object it was written for. A state whose rules cannot be joined (backreferences,
-    a pattern that does not compile joined) keeps the rule-by-rule loop. Mixed in before the
-    lexer class: `class Quick(OneMatchPerToken, SomeRegexLexer)`.
+    a pattern that does not compile joined) keeps the rule-by-rule loop. And since `re` tries
+    every branch in turn, a state has one alternation per ASCII character, of only the rules
+    whose match can start with it (`_first_characters`), in their order: a name no longer
+    tries forty rules of strings, numbers and operators first. Mixed in before the lexer
+    class: `class Quick(OneMatchPerToken, SomeRegexLexer)`.
     """
 
     def __init__(self, **options) -> None:
         super().__init__(**options)
         self._finders = {state: _finder(rules, self.flags) for state, rules in self._tokens.items()}
+        self._tables = {state: _by_first_character(rules, self.flags, self._finders[state]) for state, rules in self._tokens.items()}
 
     def get_tokens_unprocessed(self, text, stack=("root",)):
-        finders = self._finders
+        tables = self._tables
         stack = list(stack)
-        find = finders[stack[-1]]
+        table, every = tables[stack[-1]]
         pos = 0
         while True:
-            found = find(text, pos)
+            # The finder of the rules that can match at this character ("" past the end).
+            found = table.get(text[pos : pos + 1], every)(text, pos)
             if found is None:
                 if pos >= len(text):
                     return
                 if text[pos] == "\n":
                     # The lexer's own recovery: an unmatched line end starts over at the root.
                     stack = ["root"]
-                    find = finders["root"]
+                    table, every = tables["root"]
                     yield pos, Whitespace, "\n"
                 else:
                     yield pos, Error, text[pos]
@@ -77,7 +83,7 @@ class OneMatchPerToken:
             pos = match.end()
             if new_state is not None:
                 _change_state(stack, new_state)
-                find = finders[stack[-1]]
+                table, every = tables[stack[-1]]
 
 
 class QuickPythonLexer(OneMatchPerToken, PythonLexer):
@@ -129,6 +135,109 @@ def _finder(rules, flags: int):
         return rule, rule[0](text, pos)
 
     return at_once
+
+
+def _by_first_character(rules, flags: int, every):
+    """A state's finders by the character at the position: for each ASCII character, and ""
+    for the end of the text, a finder of only the rules that can match there, in their order;
+    and `every` (the finder of all of them) for any other character."""
+    firsts = [_first_characters(rule[0].__self__, flags) for rule in rules]
+    made = {tuple(range(len(rules))): every}
+
+    def finder(subset: tuple[int, ...]):
+        if subset not in made:
+            made[subset] = _finder([rules[number] for number in subset], flags)
+        return made[subset]
+
+    table = {chr(code): finder(tuple(n for n, first in enumerate(firsts) if first is None or code in first)) for code in _ASCII}
+    # Past the end only a rule that may match nothing can match.
+    table[""] = finder(tuple(n for n, first in enumerate(firsts) if first is None))
+    return table, every
+
+
+_ASCII = range(128)
+_CATEGORIES = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s", "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}
+
+
+def _first_characters(pattern: re.Pattern, flags: int) -> frozenset[int] | None:
+    """The ASCII code points a match of `pattern` can start with; None when it may match the
+    empty string or the pattern holds what this reading does not follow (a backreference, a
+    conditional): such a rule is tried at every character."""
+    try:
+        parsed = _parser.parse(pattern.pattern, pattern.flags | flags)
+        codes, empty = _first_of(list(parsed), bool(parsed.state.flags & re.IGNORECASE))
+    except Exception:  # noqa: BLE001 - `re`'s own parser, whose records may change: tried everywhere
+        return None
+    return None if empty else codes
+
+
+def _first_of(items: list, ignorecase: bool) -> tuple[frozenset[int] | None, bool]:
+    """(ASCII code points a match of the sequence `items` can start with, or None for any;
+    whether it can match the empty string). Lookarounds and anchors match no character and
+    only narrow a match, so they are passed over."""
+    codes: set[int] = set()
+    for op, value in items:
+        empty = False
+        if op is _constants.LITERAL:
+            found = _class(value, value, ignorecase)
+        elif op is _constants.IN:
+            found, negated = set(), False
+            for kind, item in value:
+                if kind is _constants.LITERAL:
+                    found |= _class(item, item, ignorecase)
+                elif kind is _constants.RANGE:
+                    found |= _class(*item, ignorecase)
+                elif kind is _constants.CATEGORY and str(item) in _CATEGORIES:
+                    found |= _category(str(item))
+                elif kind is _constants.NEGATE:
+                    negated = True
+                else:
+                    return None, False
+            if negated:
+                found = set(_ASCII) - found
+        elif op is _constants.BRANCH:
+            found = set()
+            for branch in value[1]:
+                branch_codes, branch_empty = _first_of(branch, ignorecase)
+                if branch_codes is None:
+                    return None, False
+                found |= branch_codes
+                empty = empty or branch_empty
+        elif op is _constants.SUBPATTERN:
+            _, added, removed, inner = value
+            found, empty = _first_of(inner, (ignorecase or bool(added & re.IGNORECASE)) and not removed & re.IGNORECASE)
+        elif op in _REPEATS:
+            found, empty = _first_of(value[2], ignorecase)
+            empty = empty or value[0] == 0
+        elif op is _constants.ATOMIC_GROUP:
+            found, empty = _first_of(value, ignorecase)
+        elif op in (_constants.AT, _constants.ASSERT, _constants.ASSERT_NOT):
+            continue
+        else:
+            return None, False
+        if found is None:
+            return None, False
+        codes |= found
+        if not empty:
+            return frozenset(codes), False
+    return frozenset(codes), True
+
+
+_REPEATS = (_constants.MAX_REPEAT, _constants.MIN_REPEAT, _constants.POSSESSIVE_REPEAT)
+
+
+@cache
+def _class(low: int, high: int, ignorecase: bool) -> frozenset[int]:
+    """The ASCII code points `[low-high]` matches; under IGNORECASE that includes the other
+    case, and a non-ASCII letter may match an ASCII one (the Kelvin sign matches k)."""
+    pattern = re.compile(f"[{re.escape(chr(low))}-{re.escape(chr(high))}]", re.IGNORECASE if ignorecase else 0)
+    return frozenset(code for code in _ASCII if pattern.match(chr(code)))
+
+
+@cache
+def _category(name: str) -> frozenset[int]:
+    pattern = re.compile(_CATEGORIES[name])
+    return frozenset(code for code in _ASCII if pattern.match(chr(code)))
 
 
 def _change_state(stack: list[str], new_state) -> None:

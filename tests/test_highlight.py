@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from pygments.lexers import PythonLexer
 from pygments.token import Keyword, Name, Number, Operator, Punctuation, String, Whitespace
 
 from generator.config import Config
-from generator.highlight import OneMatchPerToken, QuickPythonLexer, highlight_lines
+from generator.highlight import OneMatchPerToken, QuickPythonLexer, _first_characters, highlight_lines
 from generator.upstream import open_source
 from tests import conftest
 
@@ -100,6 +101,49 @@ def test_real_sglang_files_give_pygments_own_tokens():
     for file in files:
         text = source.read(file).decode("utf-8", errors="replace")
         assert list(quick.get_tokens(text)) == list(plain.get_tokens(text)), file.path
+
+
+# Text drawn from Python's own characters, and a few that are not ASCII (the Kelvin sign
+# matches k when case is ignored).
+PYTHONISH = st.text(alphabet="abfrtuBFRTUkKsxe_019 \t\n\\'\"#@.:=+-*/%<>!()[]{},;~^&|$?é\u212a\u017f", max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PYTHONISH)
+def test_no_rule_of_the_python_lexer_matches_at_a_character_its_dispatch_skips(text):
+    """A rule is left out of a character's alternation only if no match of it can start with
+    that character: otherwise a token would change kind wherever that character starts it."""
+    for match, first in _python_rules():
+        if first is not None and match(text, 0) is not None:
+            assert text, match.__self__.pattern
+            assert ord(text[0]) >= 128 or ord(text[0]) in first, (match.__self__.pattern, text)
+
+
+@cache
+def _python_rules() -> list:
+    """(match, first characters) of every rule of every state of the Python lexer."""
+    lexer = QuickPythonLexer(**OPTIONS)
+    return [(rule[0], _first_characters(rule[0].__self__, lexer.flags)) for rules in lexer._tokens.values() for rule in rules]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "starts"),
+    [
+        (r"(?i)\u212a", "kK"),  # a non-ASCII letter matching ASCII ones
+        (r"(?i:b)x|c", "bBc"),
+        (r"(?<!\.)(abs|all)\b", "a"),  # a lookbehind matches no character
+        (r"[^\S\n]+", " \t\r\x0b\x0c\x1c\x1d\x1e\x1f"),
+        (r"([uU]?)(\")", "uU\""),
+        (r"\d*\.\d+", "0123456789."),
+    ],
+)
+def test_first_characters_of_a_pattern(pattern, starts):
+    assert _first_characters(re.compile(pattern), 0) == frozenset(map(ord, starts))
+
+
+@pytest.mark.parametrize("pattern", [r"x?", r"\b", r"(a)?\1", r"(a)?(?(1)a|b)", r"a*"])
+def test_a_pattern_that_may_match_nothing_or_is_not_followed_is_tried_everywhere(pattern):
+    assert _first_characters(re.compile(pattern), 0) is None
 
 
 def test_highlighted_lines_are_closed_on_each_line():
