@@ -6,7 +6,7 @@ with: sorted keys, UTF-8, a trailing newline.
 
 from __future__ import annotations
 
-import json
+import orjson
 from collections.abc import Sequence
 
 from generator.model import PHASES, Article, Callers, Change, Curated, Family, ListedError, Upstream, Versions
@@ -15,10 +15,10 @@ SCHEMA_VERSION = 1
 
 
 def dumps(document) -> bytes:
-    """A document as the API serves it: sorted keys, UTF-8 (not escaped), compact (the C
-    encoder, which `indent` would bypass), a trailing newline."""
-    text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8") + b"\n"
+    """A document as the API serves it: sorted keys, UTF-8 (not escaped), compact, a trailing
+    newline. The bytes of `json.dumps(document, sort_keys=True, ensure_ascii=False,
+    separators=(",", ":"))`, made by orjson in a fifth of the time (bench/README.md)."""
+    return orjson.dumps(document, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
 def error_document(article: Article, upstream: Upstream) -> dict:

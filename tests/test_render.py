@@ -10,6 +10,8 @@ import textwrap
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generator import api, render
 from generator.derive import listed_errors
@@ -318,3 +320,21 @@ def test_a_page_lists_where_each_run_of_releases_raised_it():
     many = page(places(7))
     assert "<summary>8 places since SGLang 0.5.0, one per run of releases that raised it at the same line</summary>" in many
     assert "<summary>" not in page(places(2)).split("earlier-places", 1)[1].split("</section>", 1)[0]
+
+
+_JSON_TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=12)
+_DOCUMENTS = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | _JSON_TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(_JSON_TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DOCUMENTS)
+def test_api_documents_are_the_bytes_of_sorted_compact_utf8_json(document):
+    """What every API file is written with (sorted keys, not ASCII-escaped, compact, one
+    trailing newline), byte for byte as Python's json module writes it."""
+    expected = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    assert api.dumps(document) == expected
+    assert json.loads(api.dumps(document)) == json.loads(expected)
