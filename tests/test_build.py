@@ -556,3 +556,44 @@ def test_pages_say_when_sglang_raises_an_error_and_how_it_gets_there_and_follow_
     assert (call["line"], call["conditions"]) == (7, ["cfg.kv_cache_dtype is not None"])
     build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "fresh", tmp_path / "fresh-content", tmp_path / "cache-fresh"), jobs=1)
     assert tree(site) == tree(tmp_path / "fresh")
+
+
+# Enough errors for their pages to be rendered by worker processes.
+MANY = {
+    "python/sglang/__init__.py": "",
+    "python/sglang/many.py": "".join(f"def check_{n}(value):\n    if value == {n}:\n        raise ValueError('value {n} is not allowed here')\n" for n in range(240)),
+}
+
+
+def test_pages_written_by_the_rendering_workers_equal_those_of_one_process(tmp_path):
+    root = tmp_path / "upstream"
+    shas = make_repo(root, [MANY])
+    for jobs, name in ((1, "one"), (2, "two")):
+        result = build(config(), inputs_of(config(), f"git:{root}@{shas[-1]}", tmp_path / name, tmp_path / f"content-{name}", tmp_path / f"cache-{name}"), jobs=jobs)
+        assert result.files == len(tree(tmp_path / name))
+    assert len(list((tmp_path / "two" / "errors").iterdir())) >= 240
+    assert tree(tmp_path / "one") == tree(tmp_path / "two")
+    # The manifest holds every file's digest: a rebuild finds each file as it was.
+    (tmp_path / "content-two" / "notes.txt").write_text("a change of inputs forces a real rebuild\n")
+    again = build(config(), inputs_of(config(), f"git:{root}@{shas[-1]}", tmp_path / "two", tmp_path / "content-two", tmp_path / "cache-two"), jobs=2)
+    assert again.written == 0
+    assert tree(tmp_path / "one") == tree(tmp_path / "two")
+
+
+def test_a_build_of_many_pages_failing_while_it_writes_leaves_the_previous_site_whole(tmp_path, monkeypatch):
+    from generator import pages
+
+    root = tmp_path / "upstream"
+    shas = make_repo(root, [MANY])
+    build(config(), inputs_of(config(), f"git:{root}@{shas[-1]}", tmp_path / "site", tmp_path / "content", tmp_path / "cache"), jobs=2)
+    before = tree(tmp_path / "site")
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the browse pages failed")
+
+    monkeypatch.setattr(pages, "browse_files", failing)
+    # Another cache: every page is rendered again, by the workers, into a new tree.
+    with pytest.raises(RuntimeError, match="browse pages failed"):
+        build(config(), inputs_of(config(), f"git:{root}@{shas[-1]}", tmp_path / "site", tmp_path / "content", tmp_path / "other-cache"), jobs=2)
+    assert tree(tmp_path / "site") == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site.")) == [".site.lock"]
