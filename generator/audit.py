@@ -11,8 +11,10 @@ import ast
 import hashlib
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from pathlib import Path
 
 from generator.cache import cached_values
@@ -377,7 +379,7 @@ class QuotedFiles:
     def __init__(self, source: Source) -> None:
         self._source = source
         self._by_path = {file.path: file for file in source.files()}
-        # By path: the text without white space, and at each of its characters the line it is on.
+        # By path: the text without white space, and where each of its lines starts in it.
         self._texts: dict[str, tuple[str, list[int]] | None] = {}
         # By path: the names its `def` and `class` statements define, read with its text.
         self._names: dict[str, set[str]] = {}
@@ -397,11 +399,13 @@ class QuotedFiles:
         quote = _unspaced(evidence.quote)
         if text is None or not quote:
             return None
-        squashed, lines = text
+        squashed, starts = text
         found = []
         start = squashed.find(quote)
         while start != -1:
-            found.append(lines[start])
+            # The line holding that character: the last to start at or before it (an empty
+            # line starts where the next one does, and holds none).
+            found.append(bisect_right(starts, start))
             start = squashed.find(quote, start + 1)
         if not found:
             return None
@@ -425,12 +429,8 @@ class QuotedFiles:
                 # Read once: the quotes are found in its text, the functions among its names.
                 decoded = self._source.read(file).decode("utf-8", "replace")
                 self._names[path] = set(_DEFINED.findall(decoded))
-                chars, lines = [], []
-                for number, line in enumerate(decoded.splitlines(), 1):
-                    squashed = _unspaced(line)
-                    chars.append(squashed)
-                    lines.extend([number] * len(squashed))
-                self._texts[path] = ("".join(chars), lines)
+                lines = [_unspaced(line) for line in decoded.splitlines()]
+                self._texts[path] = ("".join(lines), list(accumulate(map(len, lines[:-1]), initial=0)))
         return self._texts[path]
 
 

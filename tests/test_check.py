@@ -354,3 +354,36 @@ def test_supersedes_names_only_retired_ids_of_the_ledger(tmp_path, capsys):
         f"{path}:{line}: 'supersedes': {KV4} is not a retired id of the ledger (active)",
     ]
     assert code == 1
+
+
+class _OneFile:
+    """A source of one file, as `QuotedFiles` reads it."""
+
+    def __init__(self, text: str) -> None:
+        from generator.model import SourceFile
+
+        self.file, self.text = SourceFile("python/sglang/a.py", "0" * 40), text
+
+    def files(self):
+        return (self.file,)
+
+    def read(self, file) -> bytes:
+        return self.text.encode()
+
+
+def test_a_quote_is_found_on_the_line_it_starts_on_whatever_the_white_space_and_blank_lines():
+    from generator.audit import QuotedFiles
+    from generator.model import Evidence
+
+    text = "x = 1\n\n\n   if  dtype ==\n\n        'fp4':\n        raise ValueError('fp4')\n\nif dtype == 'fp4':\n    pass\n"
+    quoted = QuotedFiles(_OneFile(text))
+
+    def line(quote: str, near: int | None = None) -> int | None:
+        return quoted.find(Evidence(path="python/sglang/a.py", quote=quote, line=near))
+
+    assert line("if dtype == 'fp4':") == 4  # across a blank line, the first of two
+    assert line("if dtype == 'fp4':", near=9) == 9  # the one nearest the line given
+    assert line("'fp4':") == 6  # after two blank lines, not on one
+    assert line("raise ValueError('fp4')\nif") == 7
+    assert line("x=1") == 1
+    assert line("not in the file") is None
