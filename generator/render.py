@@ -408,6 +408,13 @@ def _location_view(location: Location, root: str, flags: frozenset[str] = frozen
     )
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _when(conditions: tuple[str, ...], flags: frozenset[str]) -> Markup:
+    """A call's tests in words, as HTML: the same for every error raised below that call,
+    and the pages of one function's errors list the same callers."""
+    return Markup(_inline(" and ".join(describe_condition(condition, flags) for condition in conditions)))
+
+
 def _caller_views(callers: Callers, flags: frozenset[str] = frozenset()) -> list[CallerView]:
     """The callers as a page lists them, each call's tests in words, the settings among them
     that are the server's `flags` named by their flag."""
@@ -416,7 +423,7 @@ def _caller_views(callers: Callers, flags: frozenset[str] = frozenset()) -> list
             path=node.path,
             line=node.line,
             function=node.function,
-            when=Markup(_inline(" and ".join(describe_condition(condition, flags) for condition in node.conditions))),
+            when=_when(node.conditions, flags),
             callers=_caller_views(node.callers, flags),
             more=node.callers.more,
         )
