@@ -15,7 +15,7 @@ import json
 import re
 from re import _constants, _parser
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache, partial
@@ -52,24 +52,36 @@ class OneMatchPerToken:
 
     def __init__(self, **options) -> None:
         super().__init__(**options)
-        self._finders = {state: _finder(rules, self.flags) for state, rules in self._tokens.items()}
-        self._tables = {state: _by_first_character(rules, self.flags, self._finders[state]) for state, rules in self._tokens.items()}
+        # By state, made on first use: a rebuild highlights a few files, which meet few of
+        # the states and characters, and compiling every alternation took half a second.
+        self._tables: dict[str, _Dispatch] = {}
+
+    def _dispatch(self, state: str) -> _Dispatch:
+        dispatch = self._tables.get(state)
+        if dispatch is None:
+            dispatch = self._tables[state] = _Dispatch(self._tokens[state], self.flags)
+        return dispatch
 
     def get_tokens_unprocessed(self, text, stack=("root",)):
-        tables = self._tables
         stack = list(stack)
-        table, every = tables[stack[-1]]
+        dispatch = self._dispatch(stack[-1])
+        table = dispatch.table
         pos = 0
         while True:
             # The finder of the rules that can match at this character ("" past the end).
-            found = table.get(text[pos : pos + 1], every)(text, pos)
+            char = text[pos : pos + 1]
+            find = table.get(char)
+            if find is None:
+                find = dispatch.finder(char)
+            found = find(text, pos)
             if found is None:
                 if pos >= len(text):
                     return
                 if text[pos] == "\n":
                     # The lexer's own recovery: an unmatched line end starts over at the root.
                     stack = ["root"]
-                    table, every = tables["root"]
+                    dispatch = self._dispatch("root")
+                    table = dispatch.table
                     yield pos, Whitespace, "\n"
                 else:
                     yield pos, Error, text[pos]
@@ -83,7 +95,8 @@ class OneMatchPerToken:
             pos = match.end()
             if new_state is not None:
                 _change_state(stack, new_state)
-                table, every = tables[stack[-1]]
+                dispatch = self._dispatch(stack[-1])
+                table = dispatch.table
 
 
 class QuickPythonLexer(OneMatchPerToken, PythonLexer):
@@ -137,22 +150,37 @@ def _finder(rules, flags: int):
     return at_once
 
 
-def _by_first_character(rules, flags: int, every):
-    """A state's finders by the character at the position: for each ASCII character, and ""
-    for the end of the text, a finder of only the rules that can match there, in their order;
-    and `every` (the finder of all of them) for any other character."""
-    firsts = [_first_characters(rule[0].__self__, flags) for rule in rules]
-    made = {tuple(range(len(rules))): every}
+class _Dispatch:
+    """A state's finders by the character at the position (`table`), each made on first use
+    (`finder`): for an ASCII character, and "" for the end of the text, a finder of only the
+    rules that can match there, in their order; for any other character, of all of them."""
 
-    def finder(subset: tuple[int, ...]):
-        if subset not in made:
-            made[subset] = _finder([rules[number] for number in subset], flags)
-        return made[subset]
+    def __init__(self, rules, flags: int) -> None:
+        self.rules, self.flags = rules, flags
+        self.firsts = [_first_characters(rule[0].__self__, flags) for rule in rules]
+        self.table: dict[str, Callable] = {}
+        self._made: dict[tuple[int, ...], Callable] = {}
 
-    table = {chr(code): finder(tuple(n for n, first in enumerate(firsts) if first is None or code in first)) for code in _ASCII}
-    # Past the end only a rule that may match nothing can match.
-    table[""] = finder(tuple(n for n, first in enumerate(firsts) if first is None))
-    return table, every
+    def every(self) -> Callable:
+        """The finder of all the state's rules."""
+        return self._finder(tuple(range(len(self.rules))))
+
+    def finder(self, char: str) -> Callable:
+        """The finder for a position at `char`, made and kept in `table`."""
+        if len(char) == 1 and ord(char) >= 128:
+            found = self.every()
+        else:
+            # Past the end ("") only a rule that may match nothing can match.
+            code = ord(char) if char else -1
+            found = self._finder(tuple(n for n, first in enumerate(self.firsts) if first is None or code in first))
+        self.table[char] = found
+        return found
+
+    def _finder(self, subset: tuple[int, ...]) -> Callable:
+        found = self._made.get(subset)
+        if found is None:
+            found = self._made[subset] = _finder([self.rules[number] for number in subset], self.flags)
+        return found
 
 
 _ASCII = range(128)

@@ -68,7 +68,8 @@ def test_every_kind_of_rule_and_state_change_gives_the_lexers_own_tokens(text):
 
 
 def test_a_state_with_a_backreference_is_matched_rule_by_rule_and_the_rest_joined():
-    finders = QuickToy(**OPTIONS)._finders
+    lexer = QuickToy(**OPTIONS)
+    finders = {state: lexer._dispatch(state).every() for state in lexer._tokens}
     assert finders["heredoc"].__name__ == "one_by_one"
     assert {name for state, name in ((s, f.__name__) for s, f in finders.items()) if state != "heredoc"} == {"at_once"}
     text = "<<aaab>> begin x=1 {foo} end"
