@@ -16,7 +16,7 @@ import re
 from re import _constants, _parser
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -452,7 +452,8 @@ class Highlighting:
         # What each file must give, and its key in the cache: worked out as they are asked for.
         self.requests: dict[str, Request] = {}
         self.keys: dict[str, str] = {}
-        self._pending: dict[str, tuple[Future, int]] = {}
+        # By path: a function waiting for the batch being made with it, and its place there.
+        self._pending: dict[str, tuple[Callable[[], list[Excerpts]], int]] = {}
         self._pool: ProcessPoolExecutor | None = None
 
     def ask(self, paths: Collection[str] | None = None) -> list[str]:
@@ -469,7 +470,16 @@ class Highlighting:
         since the last build, say) whose excerpts the cache lacks, in worker processes."""
         jobs = workers.cores(jobs)
         missing = [path for path in self.ask(paths) if not self.cache.has(self.keys[path])]
-        if jobs == 1 or len(missing) < 16:
+        if jobs == 1 or not missing:
+            return
+        if len(missing) < 16:
+            # A rebuild's few changed files: in one forked process, which ends long before
+            # the pages need them (and with it the pages its fork shares), rather than in a
+            # pool forked from the build's largest state on its critical path.
+            for paths, payload in self.batches(missing):
+                (result,) = workers.background([partial(_excerpt_batch, self.cache, payload)], jobs, len(self.entries))
+                for number, path in enumerate(paths):
+                    self._pending[path] = (result, number)
             return
         # Spawned, not forked: this process goes on building large records meanwhile, and
         # every page it touched after a fork would be copied, costing more than a fresh start.
@@ -477,7 +487,7 @@ class Highlighting:
         for paths, payload in self.batches(missing):
             future = self._pool.submit(_excerpt_batch, self.cache, payload)
             for number, path in enumerate(paths):
-                self._pending[path] = (future, number)
+                self._pending[path] = (future.result, number)
 
     def batches(self, paths: list[str]) -> Iterator[tuple[list[str], list[tuple[str, bytes, Request]]]]:
         """`paths` sixteen at a time, each with what `_excerpt_batch` takes for them."""
@@ -491,9 +501,9 @@ class Highlighting:
         pending = self._pending.pop(path, None)
         if pending is None:
             return None
-        future, number = pending
+        result, number = pending
         try:
-            return future.result()[number]
+            return result()[number]
         except Exception:  # noqa: BLE001 - a worker that died or failed: made again by the caller
             return None
 
