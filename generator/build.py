@@ -115,17 +115,16 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir, made_from)
         stale = articles.stale_curated(curated, by_id, source, made_from, inputs.cache_dir)
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
-        # Home, the changes by release and the API's index, then the family pages, in another
-        # process.
+        # Home, the changes by release and the API's index in another process, the family
+        # pages in a third: they would wait for the others there, and a rebuild's publishing
+        # waits for both.
         routes = routes()
-        shared, family_pages = workers.background(
-            [
-                partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records), inputs.cache_dir, routes),
-                partial(pages.family_files, families, by_id, info),
-            ],
+        (shared,) = workers.background(
+            [partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records), inputs.cache_dir, routes)],
             jobs,
             len(entries),
         )
+        (family_pages,) = workers.background([partial(pages.family_files, families, by_id, info)], jobs, len(entries))
         # Derive and plan: every page's digest; only pages whose digest changed are rendered.
         from generator.flags import servers_of
 
