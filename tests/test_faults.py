@@ -142,7 +142,9 @@ def test_a_killed_build_leaves_the_previous_site_whole(upstream, sites, tmp_path
 
     def wait_for(happened) -> None:
         while not happened():
-            assert process.poll() is None, f"the build finished before it could be killed {moment}"
+            if process.poll() is not None:
+                # Say why: a build that failed (exit 1) is not one that was too quick.
+                pytest.fail(f"the build finished (exit {process.returncode}) before it could be killed {moment}: {process.stderr.read().decode(errors='replace')[-800:]}")
             assert time.monotonic() < deadline
             time.sleep(0.002)
 
