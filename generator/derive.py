@@ -80,7 +80,6 @@ _COMPARISONS = {
 
 
 @functools.lru_cache(maxsize=None)
-@functools.lru_cache(maxsize=1 << 15)
 def describe_condition(expr: str, flags: frozenset[str] = frozenset()) -> str:
     """A guard condition in plain words, with names and values as Markdown code spans.
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from re import _constants, _parser
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
+from re import _constants, _parser
 
 import pygments
 from pygments.formatters import HtmlFormatter
