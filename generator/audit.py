@@ -21,6 +21,7 @@ from generator.cache import cached_values
 from generator.content import ERRORS_FOLDER, ContentProblem, CuratedFile, error_links, markdown_fields, same_message
 from generator.history import resolve
 from generator.model import Curated, ErrorEntry, Evidence, LedgerRecord, Site
+from generator.pysource import decode_source
 from generator.upstream import Source
 
 FINGERPRINT_VERSION = "errorkb-fingerprint-v1"
@@ -114,9 +115,6 @@ def fingerprint_of(codes: Iterable[SiteCode]) -> str:
 
 def fingerprints(entries: Iterable[ErrorEntry], source: Source) -> dict[str, str]:
     """The fingerprint of each entry, reading and parsing each file its sites are in once."""
-    # Here, not at the top: the extractor imports libcst, which a rebuild otherwise never needs.
-    from generator.extract import decode_source
-
     files = {file.path: file for file in source.files()}
     parsed: dict[str, tuple[ast.Module | None, list[str]]] = {}
     result = {}

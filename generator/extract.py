@@ -33,6 +33,7 @@ from functools import lru_cache
 import libcst as cst
 
 from generator.model import Binding, ClassBases, ExtractedFile, Placeholder, Raiser, Site, Template, escape_braces, merge_sites
+from generator.pysource import UnparsableFile, decode_source  # noqa: F401 - `extract.UnparsableFile` is the extractor's error
 
 SNIPPET_BEFORE = 10
 SNIPPET_AFTER = 9
@@ -45,10 +46,6 @@ _PERCENT_FIELD = re.compile(
     r"%(?:\((?P<key>[^)]*)\))?(?P<flags>[-#0 +]*)(?P<width>\*|\d+)?(?:\.(?P<precision>\*|\d+))?"
     r"[hlL]?(?P<type>[diouxXeEfFgGcrsa%])"
 )
-
-
-class UnparsableFile(Exception):
-    """The file is not Python this extractor can read; the message says why."""
 
 
 def extract_source(data: bytes, path: str) -> tuple[Site, ...]:
@@ -100,15 +97,6 @@ def _parse(data: bytes, path: str) -> tuple[str, ast.Module, list[str]]:
         raise UnparsableFile(str(error) or type(error).__name__) from None
     lines = _LINE_BREAK.split(text) if "\r" in text else text.split("\n")
     return text, tree, lines
-
-
-def decode_source(data: bytes) -> str:
-    """The file's text, honouring a BOM and a coding cookie as Python does."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding)
-    except (SyntaxError, LookupError, UnicodeDecodeError) as error:
-        raise UnparsableFile(f"cannot decode: {error}") from None
 
 
 _WARNINGS_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+warnings[ \t]+import\b|import\b.*\bwarnings\b).*$", re.M)

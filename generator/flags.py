@@ -23,6 +23,7 @@ from generator.cache import kept
 from generator.content import ContentProblem, CuratedFile, markdown_fields, markdown_parser
 from generator.files import read_cache, state_bytes, write_cache
 from generator.model import Servers, Setting, SourceFile
+from generator.pysource import decode_source
 from generator.upstream import Source
 
 FIELDS_FOLDER = "sglang/srt/arg_groups/fields/"
@@ -135,8 +136,6 @@ def diffusion_arguments(source: Source, cache_dir: Path | None = None) -> Argume
 
 
 def _read_diffusion(source: Source, files: Mapping[str, SourceFile], layout: list[str], looked: dict[str, str]) -> Arguments:
-    from generator.extract import decode_source
-
     texts = {}
     for path in layout:
         looked[path] = files[path].blob_sha
@@ -184,9 +183,6 @@ def _field_default(value: ast.expr) -> str:
 def _read_arguments(source: Source, files: Mapping[str, SourceFile], looked: dict[str, str | None]) -> Arguments:
     """`server_arguments` read from the source; `looked` gets the blob of every path it looked
     for (None: not there)."""
-    # Here, not at the top: the extractor imports libcst, which only `check` needs from here.
-    from generator.extract import decode_source
-
     def read(path: str) -> str | None:
         file = files.get(path)
         looked[path] = file.blob_sha if file is not None else None

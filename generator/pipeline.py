@@ -28,8 +28,9 @@ def extractor_version() -> str:
     digest = hashlib.sha256(Path(find_spec("generator.extract").origin).read_bytes())
     # And the records it makes: a site's key (`model.Site.key`) decides its `legacy_key`.
     digest.update(Path(find_spec("generator.model").origin).read_bytes())
-    # And which raisers a file sees.
+    # And which raisers a file sees, and how a file's bytes are decoded.
     digest.update(Path(find_spec("generator.raisers").origin).read_bytes())
+    digest.update(Path(find_spec("generator.pysource").origin).read_bytes())
     digest.update(f"{package_version('libcst')}|{sys.version_info[:2]}".encode())
     return digest.hexdigest()[:16]
 

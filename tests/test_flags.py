@@ -259,3 +259,27 @@ def test_server_arguments_kept_in_the_cache_follow_every_file_they_were_read_fro
         seen.append({name: argument.choices for name, argument in cached.by_name.items()})
     assert [s.get("--backend") for s in seen] == [("a", "b"), ("a", "c"), ("a", "c"), None, ("z",)]
     assert "--tp-size" in seen[2] and "--tp-size" not in seen[1]
+
+
+def test_reading_server_arguments_leaves_libcst_unloaded():
+    """A rebuild reads the server arguments again whenever upstream touches one of their files,
+    which most commits to `server_args.py` do: that must not cost libcst's import (0.6 s) in
+    the build's own process, which otherwise never needs it."""
+    import subprocess
+    import sys
+
+    code = textwrap.dedent(
+        """
+        import sys
+        from generator import build
+        from generator.flags import server_arguments
+        from tests.test_flags import FakeSource
+
+        texts = {"python/sglang/srt/server_args.py": "def add_cli_args(parser):\\n    parser.add_argument('--config', type=str)\\n"}
+        assert "--config" in server_arguments(FakeSource(texts)).by_name
+        print("libcst" in sys.modules)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
