@@ -193,12 +193,13 @@ def history_files(
         for path, data in changes_files(fresh).items():
             files[path] = data + (earlier or {}).get(path, b"")
     if cache_dir is not None:
-        path = _history_cache(cache_dir, files, revision)
-        write_cache(path, state_bytes((dict(records), lines, changes)))
-        # Only the newest is kept: a build reads the one its content folder's files name.
-        for other in path.parent.glob(path.name.split("-", 1)[0] + "-*.pickle"):
-            if other != path:
-                other.unlink(missing_ok=True)
+        for name, value in (("history-lines", lines), ("history", (dict(records), changes))):
+            path = _history_cache(cache_dir, files, revision, name)
+            write_cache(path, state_bytes(value))
+            # Only the newest is kept: a build reads the one its content folder's files name.
+            for other in path.parent.glob(path.name.split("-", 1)[0] + "-*.pickle"):
+                if other != path:
+                    other.unlink(missing_ok=True)
     return files
 
 
@@ -214,20 +215,54 @@ def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str
         path = _history_cache(cache_dir, files, last_built(content))
         kept = read_cache(path, tuple)
         if kept is not None:
-            return kept
+            records, changes = kept
+            return records, KeptLines(_history_cache(cache_dir, files, last_built(content), "history-lines"), content), changes
     lines: dict[str, tuple[tuple, str]] = {}
     records = load_ledger(content, lines)
     return records, lines, load_changes(content)
 
 
-def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | None) -> Path:
+def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | None, name: str = "history") -> Path:
     """Where the parsed history of these ledger and change-list bytes is kept, named by their
-    digest and the revision `upstream.json` names."""
+    digest and the revision `upstream.json` names: the records and changes under `history`, the
+    ledger's lines as read under `history-lines` (`KeptLines`)."""
     digest = hashlib.sha256(repr(revision).encode())
-    for name in sorted(files):
-        if name == CHANGES_NAME or name.startswith((f"{LEDGER_FOLDER}/", f"{CHANGES_FOLDER}/")):
-            digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    return kept(cache_dir, "history", [__file__], suffix="-" + digest.hexdigest()[:24])
+    for name_ in sorted(files):
+        if name_ == CHANGES_NAME or name_.startswith((f"{LEDGER_FOLDER}/", f"{CHANGES_FOLDER}/")):
+            digest.update(name_.encode() + b"\0" + hashlib.sha256(files[name_]).digest())
+    return kept(cache_dir, name, [__file__], suffix="-" + digest.hexdigest()[:24])
+
+
+class KeptLines(Mapping):
+    """The ledger's lines as read (`load_ledger`'s `lines`), read from the cache when first
+    asked for, or from the ledger's files in `content` when the cache lost them. Only writing
+    the ledger back needs them, in another process (`history_files`): a history of every
+    release holds 44 MB of them, which the build's own process would read for nothing."""
+
+    def __init__(self, path: Path, content: Path) -> None:
+        self.path, self.content = path, content
+        self._lines: dict[str, tuple[tuple, str]] | None = None
+
+    def _read(self) -> dict[str, tuple[tuple, str]]:
+        if self._lines is None:
+            lines = read_cache(self.path, dict)
+            if lines is None:
+                lines = {}
+                load_ledger(self.content, lines)
+            self._lines = lines
+        return self._lines
+
+    def __getitem__(self, key: str) -> tuple[tuple, str]:
+        return self._read()[key]
+
+    def get(self, key, default=None):
+        return self._read().get(key, default)
+
+    def __iter__(self):
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 def changes_path(revision: str) -> str:
