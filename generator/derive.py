@@ -354,7 +354,7 @@ def _with_setting_flags(named: tuple[str, ...], site: Site, settings: Mapping[st
     the field names its message names (`scheduler_rpc_timeout must be ...`)."""
     if not settings:
         return named
-    arguments = site.function.startswith("ServerArgs.") or "/arg_groups/" in site.path or site.path.endswith("/server_args.py")
+    arguments = _in_argument_code(site)
     # Elsewhere `self.dtype` or `cfg.model` are a layer's or a config's, not the server's. Its
     # own conditions only: the earlier checks it comes after name their own flags.
     pattern = _SETTING_ATTRIBUTE if arguments else _SERVER_ARGS_ATTRIBUTE
@@ -431,10 +431,20 @@ def _identifiers(site: Site) -> set[str]:
 
 def _setting_names(site: Site) -> set[str]:
     """The names in a site's conditions and placeholders that may be the server's settings:
-    bare names, and attributes of the receivers settings are read from (`server_args.`,
-    `cfg.`, `self.`); not `namespace.page_size`, which is a field of something else."""
+    attributes of the receivers settings are read from (`server_args.`, `cfg.`, `self.`), not
+    `namespace.page_size`, which is a field of something else; and in the server's own
+    argument code (`_in_argument_code`), bare names, which there are settings read into
+    locals. Elsewhere a bare name is a parameter or a local of that code: a kernel's `out` or
+    `page_size`, a loader's `config`, never the flag of that name."""
     text = _code_text(site)
-    return _names([*_BARE_NAME.findall(text), *_SETTING_ATTRIBUTE.findall(text)])
+    bare = _BARE_NAME.findall(text) if _in_argument_code(site) else ()
+    return _names([*bare, *_SETTING_ATTRIBUTE.findall(text)])
+
+
+def _in_argument_code(site: Site) -> bool:
+    """Whether a site is in the server's own argument code: `ServerArgs`, `arg_groups/`, a
+    `server_args.py` (the diffusion server's too)."""
+    return site.function.startswith("ServerArgs.") or "/arg_groups/" in site.path or site.path.endswith("/server_args.py")
 
 
 def _code_text(site: Site, conditions: tuple[str, ...] | None = None) -> str:

@@ -653,3 +653,19 @@ def test_a_page_whose_phase_or_callers_change_is_digested_anew(tmp_path):
         return manifest.digests((article,), {"python/sglang/srt/a.py": "blob"})[entry.id]
 
     assert len({digest("launch", ((), 0)), digest("serving", ((), 0)), digest("launch", call)}) == 3
+
+
+def test_a_bare_name_is_a_setting_only_in_the_servers_argument_code():
+    """A kernel's `out` or a loader's `config` is a parameter, not `--out` or `--config`, though
+    some message names those flags; in the server's argument code a bare `tp_size` is the
+    setting read into a local."""
+    code = """
+        def f(out, config, tp_size):
+            if not out.is_contiguous() or config is None or tp_size > 2:
+                raise ValueError("bad")
+        """
+    flags = frozenset({"--out", "--config", "--tp-size"})
+    (kernel,) = group_sites(tuple(_sites(code, "python/sglang/kernels/ops/k.py")), "r/r")
+    assert derive.mentioned_names(kernel, flags) == ()
+    (hook,) = group_sites(tuple(_sites(code, "python/sglang/srt/arg_groups/x_hook.py")), "r/r")
+    assert derive.mentioned_names(hook, flags) == ("--config", "--out", "--tp-size")
