@@ -500,7 +500,11 @@ def phase_advice(article: Article) -> str:
     """What the phase of an error without a written fix says to do, in a sentence or two."""
     if article.scope != "product" or article.phase is None:
         return ""
-    if article.kind == "assert" or article.phase == "serving":
+    # An assert while the arguments are resolved that tests the server's flags is a check of
+    # the command line (`assert view.mamba_track_interval >= view.speculative_num_draft_tokens`),
+    # not an internal one: it gets the launch advice.
+    flags_checked = article.phase == "launch" and bool(article.settings)
+    if article.kind == "assert" and not flags_checked or article.phase == "serving":
         return (
             "An internal check failed"
             + (" while SGLang was serving" if article.phase == "serving" else "")
