@@ -318,7 +318,7 @@ def error_schema(base_url: str) -> dict:
             "title": _STRING,
             "status": {"enum": ["active", "retired", "moved", "split"]},
             "scope": {"enum": ["product", "test", "benchmark", "example"]},
-            "phase": _nullable({"enum": list(PHASES), "description": "The earliest phase of its locations. " + _PHASE}),
+            "phase": _nullable({"enum": list(PHASES), "description": "The earliest phase of its locations, or the one its curated entry gives where the call graph cannot see the path (`content/README.md`, `phase`). " + _PHASE}),
             "upstream": {
                 "type": "object",
                 "required": ["repo", "revision", "date"],

@@ -463,6 +463,8 @@ class Curated:
     printed: tuple[str, ...] = ()
     # Retired ids this error continues, paired by a curator where the ledger could not.
     supersedes: tuple[str, ...] = ()
+    # The phase (`PHASES`) a curator read where the call graph's is wrong.
+    phase: str | None = None
 
 
 @record
@@ -785,8 +787,11 @@ class Article:
 
     @property
     def phase(self) -> str | None:
-        """The earliest phase (`PHASES`) of its locations: when SGLang first can raise it.
-        None for an error no longer raised, or a build without the call graph."""
+        """The earliest phase (`PHASES`) of its locations: when SGLang first can raise it; the
+        curated entry's where it gives one. None for an error no longer raised, or a build
+        without the call graph."""
+        if self.curated is not None and self.curated.phase and self.locations:
+            return self.curated.phase
         return earliest_phase(location.route.phase for location in self.locations if location.route is not None)
 
     @property

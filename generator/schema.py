@@ -129,6 +129,12 @@ class CuratedSchema(CuratedText):
         "retired id of the ledger; above each, a YAML comment names the release the ledger last saw it in, its "
         "file:line and the old raising statement, for the reviewer to read in that release.",
     )
+    phase: Literal["launch", "load", "request", "serving", "tool", "unreachable"] | None = Field(
+        default=None,
+        description="When in SGLang's life the error is raised, where the call graph's phase is wrong: it cannot "
+        "see calls made through registration tables, dispatch or getattr. Overrides the phase of the page, the API "
+        "and the lists; the text's evidence must quote the call that decides it.",
+    )
     printed: list[NonBlank] = Field(
         default_factory=list,
         description="Other forms in which users see the error, each as a template with `{placeholders}`, "
@@ -406,6 +412,7 @@ def _record(schema: CuratedSchema, path: str) -> Curated:
         written_for=schema.written_for,
         printed=tuple(schema.printed),
         supersedes=tuple(schema.supersedes),
+        phase=schema.phase,
         **_texts(schema),
     )
 

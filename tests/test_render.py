@@ -344,3 +344,29 @@ def test_api_documents_are_the_bytes_of_sorted_compact_utf8_json(document):
     expected = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     assert api.dumps(document) == expected
     assert json.loads(api.dumps(document)) == json.loads(expected)
+
+
+def test_a_curated_phase_replaces_the_call_graphs_on_the_page_the_api_and_the_lists():
+    """A processor built through a registry at start-up (`9a1214ddfb8b8c72`) reads as `request`
+    to the call graph; its curated entry says `load`, and every place that shows the phase
+    takes that: the page, the API document, the lists of errors."""
+    from generator.model import Callers, Route
+
+    base = article(["Cannot find corresponding multimodal processor"])
+    routed = dataclasses.replace(base.locations[0], route=Route("request", Callers((), 0)))
+    graph_only = dataclasses.replace(base, upstream=UPSTREAM, locations=(routed,))
+    assert graph_only.phase == "request"
+    curated = dataclasses.replace(graph_only, curated=curated_with(phase="load"))
+    assert curated.phase == "load"
+    assert api.error_document(curated, UPSTREAM)["phase"] == "load"
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(curated))))
+    assert "When: while loading" in text and "on a request" not in text
+
+    class Routes:
+        def phase(self, where):
+            return "request"
+
+    (site,) = extract_source(b'def f(x):\n    raise ValueError("no processor for " + x)\n', "python/sglang/srt/m.py")
+    (entry,) = group_sites((site,), "o/r")
+    assert [e.phase for e in listed_errors((entry,), {}, routes=Routes())] == ["request"]
+    assert [e.phase for e in listed_errors((entry,), {entry.id: curated_with(id=entry.id, phase="load")}, routes=Routes())] == ["load"]
