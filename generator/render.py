@@ -514,7 +514,7 @@ def phase_advice(article: Article) -> str:
     if article.phase == "launch":
         said = "SGLang raises it while it resolves its arguments at start-up, before any model is loaded: the command line or environment asks for something this setup does not allow. "
         if article.settings:
-            return said + "The flags involved are listed below with upstream's help, default and choices: change the one this check is about."
+            return said + "The flags involved are listed above with upstream's help, default and choices: change the one this check is about."
         variables = [name for name in article.mentions if not name.startswith("--")]
         return said + (
             "No server flag appears in its message, its conditions or its callers' conditions: it checks this machine "

@@ -299,12 +299,12 @@ def test_an_unexplained_launch_error_says_which_flags_or_that_none_is_involved()
     assert "and the environment variable SGLANG_USE_MLX." in text
     flagged = dataclasses.replace(bare, upstream=UPSTREAM, mentions=("--device",), settings=(Setting("--device", "The device to use.", "None", None, "python/sglang/srt/server_args.py", 9),))
     text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(flagged))))
-    assert "The flags involved are listed below with upstream's help" in text and "The device to use." in text
+    assert "The flags involved are listed above with upstream's help" in text and "The device to use." in text
     assert "No server flag appears" not in text
     # An assert at launch that tests flags is a check of the command line, not an internal one.
     asserted = dataclasses.replace(flagged, kind="assert")
     text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(asserted))))
-    assert "The flags involved are listed below with upstream's help" in text and "An internal check failed" not in text
+    assert "The flags involved are listed above with upstream's help" in text and "An internal check failed" not in text
     text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(dataclasses.replace(asserted, settings=(), mentions=())))))
     assert "An internal check failed" in text
 
