@@ -193,8 +193,8 @@ def history_files(
         for path, data in changes_files(fresh).items():
             files[path] = data + (earlier or {}).get(path, b"")
     if cache_dir is not None:
-        for name, value in (("history-lines", lines), ("history", (dict(records), changes))):
-            path = _history_cache(cache_dir, files, revision, name)
+        kept_at, lines_at = _history_caches(cache_dir, files, revision)
+        for path, value in ((lines_at, lines), (kept_at, (dict(records), changes))):
             write_cache(path, state_bytes(value))
             # Only the newest is kept: a build reads the one its content folder's files name.
             for other in path.parent.glob(path.name.split("-", 1)[0] + "-*.pickle"):
@@ -207,30 +207,30 @@ def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str
     """`load_ledger` (records, and their lines as read) and `load_changes` of `content/`; with
     `cache_dir`, read from the cache when the last build kept them for files with these bytes
     (`history_files`)."""
-    path = None
     if cache_dir is not None:
         folder = content / LEDGER_FOLDER
         files = {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
         files.update(read_changes_files(content))
-        path = _history_cache(cache_dir, files, last_built(content))
-        kept = read_cache(path, tuple)
+        kept_at, lines_at = _history_caches(cache_dir, files, last_built(content))
+        kept = read_cache(kept_at, tuple)
         if kept is not None:
             records, changes = kept
-            return records, KeptLines(_history_cache(cache_dir, files, last_built(content), "history-lines"), content), changes
+            return records, KeptLines(lines_at, content), changes
     lines: dict[str, tuple[tuple, str]] = {}
     records = load_ledger(content, lines)
     return records, lines, load_changes(content)
 
 
-def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | None, name: str = "history") -> Path:
+def _history_caches(cache_dir: Path, files: Mapping[str, bytes], revision: str | None) -> tuple[Path, Path]:
     """Where the parsed history of these ledger and change-list bytes is kept, named by their
-    digest and the revision `upstream.json` names: the records and changes under `history`, the
-    ledger's lines as read under `history-lines` (`KeptLines`)."""
+    digest and the revision `upstream.json` names: the records and changes (`history/`), and
+    the ledger's lines as read (`history-lines/`, `KeptLines`)."""
     digest = hashlib.sha256(repr(revision).encode())
-    for name_ in sorted(files):
-        if name_ == CHANGES_NAME or name_.startswith((f"{LEDGER_FOLDER}/", f"{CHANGES_FOLDER}/")):
-            digest.update(name_.encode() + b"\0" + hashlib.sha256(files[name_]).digest())
-    return kept(cache_dir, name, [__file__], suffix="-" + digest.hexdigest()[:24])
+    for name in sorted(files):
+        if name == CHANGES_NAME or name.startswith((f"{LEDGER_FOLDER}/", f"{CHANGES_FOLDER}/")):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    suffix = "-" + digest.hexdigest()[:24]
+    return kept(cache_dir, "history", [__file__], suffix=suffix), kept(cache_dir, "history-lines", [__file__], suffix=suffix)
 
 
 class KeptLines(Mapping):
@@ -254,9 +254,6 @@ class KeptLines(Mapping):
 
     def __getitem__(self, key: str) -> tuple[tuple, str]:
         return self._read()[key]
-
-    def get(self, key, default=None):
-        return self._read().get(key, default)
 
     def __iter__(self):
         return iter(self._read())

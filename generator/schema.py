@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from generator.content import DEFAULT_REPO, ERROR_ID, ContentProblem, CuratedFile, markdown_problems, printed_template, template_key
 from generator import yamltree
-from generator.model import Curated, Evidence, ExampleFix, Family, FamilyMatch, Solution, error_id
+from generator.model import PHASES, Curated, Evidence, ExampleFix, Family, FamilyMatch, Solution, error_id
 from generator.yamltree import Block, Map, Quoted, Seq
 
 SCHEMA_ID = "https://errorkb.example.org/api/schema/curated.json"
@@ -129,7 +129,7 @@ class CuratedSchema(CuratedText):
         "retired id of the ledger; above each, a YAML comment names the release the ledger last saw it in, its "
         "file:line and the old raising statement, for the reviewer to read in that release.",
     )
-    phase: Literal["launch", "load", "request", "serving", "tool", "unreachable"] | None = Field(
+    phase: Literal[PHASES] | None = Field(
         default=None,
         description="When in SGLang's life the error is raised, where the call graph's phase is wrong: it cannot "
         "see calls made through registration tables, dispatch or getattr. Overrides the phase of the page, the API "
