@@ -42,6 +42,13 @@ def floor(source) -> float:
     return time.perf_counter() - start
 
 
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def run_build(args: list[str], before: list[str] = ()) -> tuple[float, float, float]:
     """Wall seconds, peak resident MB and CPU seconds (user and system, its workers' included)
     of one `errorkb build` process."""
@@ -54,6 +61,9 @@ def run_build(args: list[str], before: list[str] = ()) -> tuple[float, float, fl
     lines = done.stderr.strip().splitlines()
     print("   ", next(line for line in lines if line.startswith("build:")))
     user, system, peak = lines[-1].split()
+    # System time is mostly creating files and folders, and page faults: it moves with the
+    # machine far more than user time does (bench/README.md).
+    print(f"    CPU: user {float(user):.1f} s, system {float(system):.1f} s")
     return seconds, int(peak) / 1024, float(user) + float(system)
 
 
@@ -80,7 +90,9 @@ def main() -> None:
             root = scratch / f"cold-{number}"
             cache = root / "cache"
             if (options.cache_dir / "pypi").is_dir():
-                shutil.copytree(options.cache_dir / "pypi", cache / "pypi")
+                # Hard links: the downloads of every release are gigabytes, and a build only
+                # reads them.
+                shutil.copytree(options.cache_dir / "pypi", cache / "pypi", copy_function=_link_or_copy)
             # A copy: a build writes the ledger into its content folder.
             shutil.copytree(options.content, root / "content")
             args = ["--source", options.source, "--content", str(root / "content"), "--cache-dir", str(cache), "--out", str(root / "site")]
