@@ -61,6 +61,11 @@ ENTRY_BUCKETS = 2048
 # keeps every token shard small.
 STOP_SHARE = 0.03
 K1, B = 1.2, 0.75
+# The document length at which BM25's length normalisation is neutral: a constant near the
+# errors' average (15.5 words at 0.5.23), not the index's own average, which any commit moves
+# and which weighs every posting. Rounded to a tenth, it still crossed a line when a commit
+# added ten short errors (15.550 to 15.549), and the index was made again: 1,983 shards.
+PIVOT = 16
 # A pasted log can be long; the error is at its end, and its message has fewer words than this.
 MAX_PASTE = 20_000
 MAX_WORDS = 80
@@ -648,9 +653,8 @@ class IndexState(BlobState):
     (`update` with the blob shas): the same files as made from scratch, for the work of a few
     errors instead of 27,000, and only the shards those errors fall in are encoded again.
 
-    Everything an error adds is stored by its id: its postings (scored by a rounded average
-    document length, so that one error does not change the others' scores; if the average
-    moves all the same, the index is made again), its template row in the shard of its rarest
+    Everything an error adds is stored by its id: its postings (scored against a fixed
+    document length, `PIVOT`, so that no error changes the others' scores), its template row in the shard of its rarest
     anchor (an error whose anchors' counts moved may change shard), its sites' rows and its
     title. Postings over the stop share are kept and left out of the files only, so a change of
     the error count re-encodes the shards of the words it moves across the line.
@@ -662,14 +666,12 @@ class IndexState(BlobState):
     def __init__(self, repo: str) -> None:
         self.repo = repo
         self.blobs: dict[str, str] | None = None
-        # id -> (its words, document length, its anchors or None without a template); words are
-        # letters and digits, so they are joined by spaces. And id -> its paths, joined by NUL.
-        self.docs: dict[str, tuple[str, int, str | None]] = {}
+        # id -> (its words, its anchors or None without a template); words are letters and
+        # digits, so they are joined by spaces. And id -> its paths, joined by NUL.
+        self.docs: dict[str, tuple[str, str | None]] = {}
         self.paths: dict[str, str] = {}
         # id -> the names of the functions its sites are in, joined by NUL.
         self.names: dict[str, str] = {}
-        self.total = 0
-        self.average = 1.0
         self.stop = 0
         # Each word's postings as the text of its flat list (`"id",score,...`, by id), and
         # how many errors it is in; those an update changes are opened into `_opened` for it.
@@ -731,10 +733,6 @@ class IndexState(BlobState):
         taken = [error for error in changed if error in self.docs]
         documents = {entry.id: document_tokens(entry) for entry in put}
         count = len(entries)
-        total = self.total - sum(self.docs[error][1] for error in taken) + sum(map(len, documents.values()))
-        if _average(total, count) != self.average:
-            return self._remake(entries)
-        self.total = total
         touched = _Touched()
         for error in taken:
             self._take(error, touched)
@@ -750,8 +748,6 @@ class IndexState(BlobState):
         self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry) for entry in ordered}
-        self.total = sum(map(len, documents.values()))
-        self.average = _average(self.total, len(ordered))
         self.stop = _stop(len(ordered))
         touched = _Touched()
         self._put(ordered, documents, touched)
@@ -763,7 +759,7 @@ class IndexState(BlobState):
         return self._encode(len(ordered), touched)
 
     def _take(self, error: str, touched: _Touched) -> None:
-        words, _, anchors = self.docs.pop(error)
+        words, anchors = self.docs.pop(error)
         for word in words.split():
             del self._open(word)[error]
             touched.words.add(word)
@@ -802,14 +798,14 @@ class IndexState(BlobState):
             touched.tokens.add(where)
 
     def _put(self, entries: list[ErrorEntry], documents: Mapping[str, list[str]], touched: _Touched) -> None:
-        """Put `entries` in; `self.total` and `self.average` already count their words."""
+        """Put `entries` in, their words given by id (`document_tokens`)."""
         rows: dict[str, str] = {}
         for entry in entries:
             words = documents[entry.id]
             frequency: dict[str, int] = {}
             for word in words:
                 frequency[word] = frequency.get(word, 0) + 1
-            norm = K1 * (1 - B + B * len(words) / (self.average or 1.0))
+            norm = K1 * (1 - B + B * len(words) / PIVOT)
             for word, tf in frequency.items():
                 self._open(word)[entry.id] = round(100 * tf * (K1 + 1) / (tf + norm))
             touched.words.update(frequency)
@@ -867,7 +863,7 @@ class IndexState(BlobState):
                 title.append(note)
             self.titles[number][entry.id] = f"{_quote(entry.id)}:{_json(title)}"
             touched.titles.add(number)
-            self.docs[entry.id] = (" ".join(frequency), len(words), None if anchors is None else " ".join(anchors))
+            self.docs[entry.id] = (" ".join(frequency), None if anchors is None else " ".join(anchors))
             self.paths[entry.id] = "\0".join(by_path)
             self._put_printed(entry, touched)
         # The rarest anchor decides a template's shard, so shards stay even and few templates
@@ -876,7 +872,7 @@ class IndexState(BlobState):
         for word in touched.anchors:
             choose.update(self.anchor_users.get(word, ()))
         for error in sorted(choose):
-            anchors = self.docs[error][2].split()
+            anchors = self.docs[error][1].split()
             anchor = min(anchors, key=lambda w: (self.anchor_counts[w], anchors.index(w)), default=None)
             where = TOKEN_BUCKETS if anchor is None else bucket(anchor, TOKEN_BUCKETS)
             before = self.where.get(error)
@@ -1005,11 +1001,6 @@ class _Touched:
 def _stop(count: int) -> int:
     """The most errors a word may be in and still be written to its shard."""
     return max(50, int(STOP_SHARE * count))
-
-
-def _average(total: int, count: int) -> float:
-    # Rounded, so one new error does not nudge weights across every shard.
-    return round(total / count, 1) if count else 1.0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ shards."""
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 import textwrap
 
@@ -77,8 +78,7 @@ SECOND = {
 @pytest.fixture
 def incremental_only(monkeypatch):
     """An update that would make the index again fails the test: what it checks is the path
-    that takes out and puts in. The average is fixed, since a handful of errors moves it."""
-    monkeypatch.setattr(search, "_average", lambda total, count: 7.0)
+    that takes out and puts in."""
 
     def made_again(entries):
         raise AssertionError("the index was made again from scratch")
@@ -112,17 +112,32 @@ def test_update_when_the_stop_line_moves(incremental_only, monkeypatch) -> None:
     assert state.update(second, second_blobs) == search_files(second, REPO)
 
 
-def test_update_when_the_average_length_moves() -> None:
-    """Every score depends on the rounded average length: when it moves, the index is made
-    again, still the same as from scratch."""
-    first, first_blobs = tree(FIRST)
-    second, second_blobs = tree(SECOND)
-    assert search._average(sum(len(search.document_tokens(e)) for e in first), len(first)) != search._average(
-        sum(len(search.document_tokens(e)) for e in second), len(second)
-    )
-    state = IndexState(REPO)
-    state.update(first, first_blobs)
-    assert state.update(second, second_blobs) == search_files(second, REPO)
+def postings_of(files: dict[str, bytes]) -> dict[tuple[str, str], int]:
+    """Each (word, id) of the token shards, with its score."""
+    found = {}
+    for name, data in files.items():
+        if name.startswith(f"{search.INDEX_DIR}/t/"):
+            for word, flat in json.loads(data).get("postings", {}).items():
+                found.update(((word, flat[n]), flat[n + 1]) for n in range(0, len(flat), 2))
+    return found
+
+
+def test_errors_added_leave_the_others_scores_as_they_were() -> None:
+    """A commit that adds errors, however long or short their messages, changes no other
+    error's postings: only the shards of its own words are written again. (Scored against the
+    index's average length, rounded, ten short errors of a commit moved it across a line, and
+    every shard was written again.)"""
+    first, _ = tree(FIRST)
+    longer, _ = tree({**FIRST, "python/sglang/srt/e.py": """
+        def tune(block):
+            raise ValueError(
+                f"the fused attention kernel cannot tile block {block} over the paged kv cache "
+                "with this head dimension, page size, dtype and tensor parallel layout; pick another"
+            )
+    """})
+    before, after = postings_of(search_files(first, REPO)), postings_of(search_files(longer, REPO))
+    assert len(after) > len(before)
+    assert {key: after[key] for key in before} == before
 
 
 def test_unchanged_blobs_keep_their_errors_untouched(incremental_only) -> None:
@@ -150,8 +165,7 @@ def test_update_on_real_sglang_matches_from_scratch(sglang) -> None:
     state = IndexState(REPO)
     full = state.update(entries, blobs)
     assert full == search_files(entries, REPO)
-    # Ten files of 4,700 leave the rounded average length as it was: nothing is made again,
-    # however many times they go and come back.
+    # Ten files of 4,700 go and come back: nothing is made again, however many times.
     state._remake = None
     for _ in range(3):
         assert state.update(fewer, {path: sha for path, sha in blobs.items() if path not in gone}) == search_files(fewer, REPO)
