@@ -66,6 +66,9 @@ K1, B = 1.2, 0.75
 # and which weighs every posting. Rounded to a tenth, it still crossed a line when a commit
 # added ten short errors (15.550 to 15.549), and the index was made again: 1,983 shards.
 PIVOT = 16
+# A word only an error's other forms have (an earlier wording, a printed form) counts as this
+# share of one its message has: a word of what a release prints now is the better evidence.
+FORM_WORD = 0.5
 # A pasted log can be long; the error is at its end, and its message has fewer words than this.
 MAX_PASTE = 20_000
 MAX_WORDS = 80
@@ -536,9 +539,15 @@ def _safe_tokens(literal: str, first: bool, last: bool) -> list[str]:
     return safe
 
 
-def document_tokens(entry: ErrorEntry) -> list[str]:
+def document_tokens(entry: ErrorEntry, forms: Iterable[tuple[str, str]] = ()) -> tuple[list[str], list[str]]:
     """The words an entry is found by: its literal message text, exception, the functions and
-    files it is raised in, and for asserts the condition checked."""
+    files it is raised in, and for asserts the condition checked; and apart, the words of its
+    other forms (`Known.forms`: printed forms, earlier wordings) that those lack, once each.
+    A paste of a long message's last lines alone (the suggestions under "Capture cuda graph
+    failed", as 0.4.6 worded them) matches no template, but shares its words with the form it
+    came from. `IndexState._put` weighs a form's word as `FORM_WORD` of a word of the error's
+    own, and normalises by the length of its own words alone, so forms add words without
+    diluting the rest (as a field of its own would in BM25F)."""
     text = [entry.exception or ""]
     if entry.template is not None:
         text.extend(part for part in shown_parts(entry.template.parts) if isinstance(part, str))
@@ -547,7 +556,15 @@ def document_tokens(entry: ErrorEntry) -> list[str]:
         text.append(site.path.rsplit("/", 1)[-1].removesuffix(".py"))
         if site.assert_condition:
             text.append(site.assert_condition)
-    return tokens(" ".join(text))
+    words = tokens(" ".join(text))
+    seen, extra = set(words), []
+    for form, _ in forms:
+        literal = " ".join(part for part in shown_parts(printed_template(form).parts) if isinstance(part, str))
+        for word in tokens(literal):
+            if word not in seen:
+                seen.add(word)
+                extra.append(word)
+    return words, extra
 
 
 def _distinct_places(sites: tuple[Site, ...]) -> list[Site]:
@@ -731,7 +748,7 @@ class IndexState(BlobState):
         changed |= {entry.id for entry in entries if self.places.get(entry.id, "") != _places_key(self._known.places.get(entry.id, ()))}
         put = [entry for entry in entries if entry.id in changed]
         taken = [error for error in changed if error in self.docs]
-        documents = {entry.id: document_tokens(entry) for entry in put}
+        documents = {entry.id: document_tokens(entry, self._printed.get(entry.id, ())) for entry in put}
         count = len(entries)
         touched = _Touched()
         for error in taken:
@@ -747,7 +764,7 @@ class IndexState(BlobState):
         self.blobs, self._known, self._printed = blobs, known, printed
         self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
-        documents = {entry.id: document_tokens(entry) for entry in ordered}
+        documents = {entry.id: document_tokens(entry, self._printed.get(entry.id, ())) for entry in ordered}
         self.stop = _stop(len(ordered))
         touched = _Touched()
         self._put(ordered, documents, touched)
@@ -797,14 +814,15 @@ class IndexState(BlobState):
             del self.templates[where][key]
             touched.tokens.add(where)
 
-    def _put(self, entries: list[ErrorEntry], documents: Mapping[str, list[str]], touched: _Touched) -> None:
-        """Put `entries` in, their words given by id (`document_tokens`)."""
+    def _put(self, entries: list[ErrorEntry], documents: Mapping[str, tuple[list[str], list[str]]], touched: _Touched) -> None:
+        """Put `entries` in, their own words and their forms' given by id (`document_tokens`)."""
         rows: dict[str, str] = {}
         for entry in entries:
-            words = documents[entry.id]
-            frequency: dict[str, int] = {}
+            words, extra = documents[entry.id]
+            frequency: dict[str, float] = {}
             for word in words:
                 frequency[word] = frequency.get(word, 0) + 1
+            frequency.update(dict.fromkeys(extra, FORM_WORD))
             norm = K1 * (1 - B + B * len(words) / PIVOT)
             for word, tf in frequency.items():
                 self._open(word)[entry.id] = round(100 * tf * (K1 + 1) / (tf + norm))

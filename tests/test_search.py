@@ -756,3 +756,35 @@ def test_the_release_a_paste_names(paste: str, version: str | None) -> None:
     from generator.search import paste_version
 
     assert paste_version(paste) == version
+
+
+CAPTURE = """
+def capture(runner):
+    try:
+        runner.capture()
+    except RuntimeError as e:
+        raise Exception(f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}")
+
+def other(kind):
+    raise ValueError(f"cannot disable {kind}: open an issue if you need it")
+"""
+
+# How 0.4.6 worded the first message: its suggestions were part of it then.
+OLD_CAPTURE = (
+    "Capture cuda graph failed: {e}\nPossible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+    "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n3. disable torch compile by not using --enable-torch-compile\n"
+    "4. disable cuda graph by --disable-cuda-graph. (Not recommonded. Huge perf loss)\n"
+    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+)
+
+
+def test_the_last_lines_of_an_earlier_wording_find_its_error() -> None:
+    """A long message's cause comes first and can run to pages, so users paste the end of the
+    log: only the suggestions, as their release worded them (sgl-project/sglang#6218). No
+    template matches a paste without the message's beginning; the words of the earlier
+    wording do."""
+    entries = entries_of(CAPTURE)
+    capture = next(e for e in entries if e.sites[0].function == "capture")
+    index = SearchIndex.of_entries(entries, REPO, (), Known(wordings={capture.id: ((OLD_CAPTURE, "matched an earlier wording"),)}))
+    paste = "\n".join(OLD_CAPTURE.splitlines()[4:])
+    assert [result.id for result in lookup(paste, index)][:1] == [capture.id]
