@@ -842,9 +842,7 @@ def listed_errors(
     listed = [
         ListedError(
             entry.id, "active", entry.title, entry.kind, entry.exception, entry.message, entry.sites, curated.get(entry.id), None,
-            # The phase a curated entry gives, where the call graph's is wrong.
-            (curated[entry.id].phase if entry.id in curated else None)
-            or (model.earliest_phase(routes.phase((site.path, site.function)) for site in entry.sites) if routes else None),
+            model.error_phase(curated.get(entry.id), (routes.phase((site.path, site.function)) for site in entry.sites) if routes else ()),
         )
         for entry in entries
     ]

@@ -605,6 +605,12 @@ def earliest_phase(phases: Iterable[str | None]) -> str | None:
     return min(known, key=PHASES.index) if known else None
 
 
+def error_phase(curated: Curated | None, phases: Iterable[str | None]) -> str | None:
+    """An error's phase: the one its curated entry gives (where the call graph cannot see the
+    path), else the earliest of its sites' `phases`."""
+    return (curated.phase if curated is not None else None) or earliest_phase(phases)
+
+
 @record
 class Location:
     """A site made ready to show: its snippet and the docstring of the function around it."""
@@ -790,9 +796,9 @@ class Article:
         """The earliest phase (`PHASES`) of its locations: when SGLang first can raise it; the
         curated entry's where it gives one. None for an error no longer raised, or a build
         without the call graph."""
-        if self.curated is not None and self.curated.phase and self.locations:
-            return self.curated.phase
-        return earliest_phase(location.route.phase for location in self.locations if location.route is not None)
+        if not self.locations:
+            return None
+        return error_phase(self.curated, (location.route.phase for location in self.locations if location.route is not None))
 
     @property
     def scope(self) -> str:

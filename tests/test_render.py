@@ -56,6 +56,11 @@ def page(a: Article) -> str:
     return env.get_template("error.html").render(render.error_page(a, INFO))
 
 
+def page_text(a: Article) -> str:
+    """The page as a reader sees its text: tags taken out, entities decoded, spaces folded."""
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(a))))
+
+
 HOSTILE = [
     pytest.param("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;", id="script"),
     pytest.param("{{ 7 * 7 }} {% raw %}", "{{ 7 * 7 }} {% raw %}", id="jinja-syntax"),
@@ -282,7 +287,7 @@ def test_callers_tests_name_the_flags_the_page_explains():
     call = CallerNode("python/sglang/srt/managers/scheduler.py", "Scheduler._get_multimodal_inputs", 2843, ("get_mm().enable_broadcast_mm_inputs_process",), Callers((), 0))
     routed = dataclasses.replace(base.locations[0], route=Route("serving", Callers((call,), 0)))
     flag = Setting("--enable-broadcast-mm-inputs-process", "Broadcast multimodal inputs.", "False", None, "python/sglang/srt/server_args.py", 9)
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(dataclasses.replace(base, upstream=UPSTREAM, locations=(routed,), settings=(flag,))))))
+    text = page_text(dataclasses.replace(base, upstream=UPSTREAM, locations=(routed,), settings=(flag,)))
     assert "called by Scheduler._get_multimodal_inputs at python/sglang/srt/managers/scheduler.py:2843 when --enable-broadcast-mm-inputs-process is set" in text
 
 
@@ -294,18 +299,18 @@ def test_an_unexplained_launch_error_says_which_flags_or_that_none_is_involved()
     base = article(["SGLANG_USE_MLX requires an MLX device"])
     routed = dataclasses.replace(base.locations[0], route=Route("launch", Callers((), 0)))
     bare = dataclasses.replace(base, locations=(routed,), mentions=("SGLANG_USE_MLX",))
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(bare))))
+    text = page_text(bare)
     assert "No server flag appears in its message, its conditions or its callers' conditions" in text
     assert "and the environment variable SGLANG_USE_MLX." in text
     flagged = dataclasses.replace(bare, upstream=UPSTREAM, mentions=("--device",), settings=(Setting("--device", "The device to use.", "None", None, "python/sglang/srt/server_args.py", 9),))
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(flagged))))
+    text = page_text(flagged)
     assert "The flags involved are listed above with upstream's help" in text and "The device to use." in text
     assert "No server flag appears" not in text
     # An assert at launch that tests flags is a check of the command line, not an internal one.
     asserted = dataclasses.replace(flagged, kind="assert")
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(asserted))))
+    text = page_text(asserted)
     assert "The flags involved are listed above with upstream's help" in text and "An internal check failed" not in text
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(dataclasses.replace(asserted, settings=(), mentions=())))))
+    text = page_text(dataclasses.replace(asserted, settings=(), mentions=()))
     assert "An internal check failed" in text
 
 
@@ -319,7 +324,7 @@ def test_a_page_lists_where_each_run_of_releases_raised_it():
         runs = tuple(Place("python/sglang/srt/server_args.py", 100 + n, "ServerArgs.check", f"v0.5.{n}", f"v0.5.{n + 1}", f"v0.5.{n}") for n in range(count))
         return dataclasses.replace(article(["bad"]), versions=Versions("v0.5.0", None, "", (), runs, f"v0.5.{count}"))
 
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(places(2)))))
+    text = page_text(places(2))
     assert "Where older releases raised it python/sglang/srt/server_args.py:100 in ServerArgs.check: SGLang 0.5.0" in text
     assert "python/sglang/srt/server_args.py:101 in ServerArgs.check: SGLang 0.5.1" in text
     assert "python/sglang/m.py:3 in f: since 0.5.2 (above)" in text
@@ -359,7 +364,7 @@ def test_a_curated_phase_replaces_the_call_graphs_on_the_page_the_api_and_the_li
     curated = dataclasses.replace(graph_only, curated=curated_with(phase="load"))
     assert curated.phase == "load"
     assert api.error_document(curated, UPSTREAM)["phase"] == "load"
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", page(curated))))
+    text = page_text(curated)
     assert "When: while loading" in text and "on a request" not in text
 
     class Routes:
