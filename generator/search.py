@@ -671,9 +671,9 @@ class IndexState(BlobState):
     errors instead of 27,000, and only the shards those errors fall in are encoded again.
 
     Everything an error adds is stored by its id: its postings (scored against a fixed
-    document length, `PIVOT`, so that no error changes the others' scores), its template row in the shard of its rarest
-    anchor (an error whose anchors' counts moved may change shard), its sites' rows and its
-    title. Postings over the stop share are kept and left out of the files only, so a change of
+    document length, `PIVOT`, so that no error changes the others' scores), its template row
+    in the shard of its rarest anchor (an error whose anchors' counts moved may change shard),
+    its sites' rows and its title. Postings over the stop share are kept and left out of the files only, so a change of
     the error count re-encodes the shards of the words it moves across the line.
 
     Rows are kept as the JSON text they are written as, and an error's words, anchors and
