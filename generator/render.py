@@ -141,7 +141,9 @@ class TitlePart(TypedDict):
 
 class CallerView(TypedDict):
     path: str
-    line: int
+    # The lines of the calls: several when one function calls it more than once under the
+    # same tests, by the same callers.
+    lines: tuple[int, ...]
     function: str
     # The tests around the call in its function, in words (Markdown made HTML).
     when: Markup
@@ -417,18 +419,20 @@ def _when(conditions: tuple[str, ...], flags: frozenset[str]) -> Markup:
 
 def _caller_views(callers: Callers, flags: frozenset[str] = frozenset()) -> list[CallerView]:
     """The callers as a page lists them, each call's tests in words, the settings among them
-    that are the server's `flags` named by their flag."""
-    return [
-        CallerView(
-            path=node.path,
-            line=node.line,
-            function=node.function,
-            when=_when(node.conditions, flags),
-            callers=_caller_views(node.callers, flags),
-            more=node.callers.more,
-        )
-        for node in callers.nodes
-    ]
+    that are the server's `flags` named by their flag. Calls from one function under the same
+    tests and by the same callers are one item with their lines (a constructor calling it
+    for four layers is one caller, not four identical trees)."""
+    views: dict[tuple, CallerView] = {}
+    for node in callers.nodes:
+        when = _when(node.conditions, flags)
+        above = _caller_views(node.callers, flags)
+        key = (node.path, node.function, when, repr(above), node.callers.more)
+        found = views.get(key)
+        if found is None:
+            views[key] = CallerView(path=node.path, lines=(node.line,), function=node.function, when=when, callers=above, more=node.callers.more)
+        elif node.line not in found["lines"]:
+            found["lines"] += (node.line,)
+    return list(views.values())
 
 
 @functools.lru_cache(maxsize=2048)

@@ -302,6 +302,9 @@ def test_moved_and_retired_ids_keep_pages(tmp_path, repo):
     assert new_doc["versions"]["wordings"] == [{"message": "Old <words>", "first": "v1", "last": "v2", "reworded_in": None}]
     page = (site / f"errors/{target}/index.html").read_text()
     assert 'Raised by SGLang since <a href="../../releases/1/">1</a>.' in page and "Old &lt;words&gt;" in page
+    # Each earlier wording's releases caption its own block, above it: not a line below that
+    # reads as the heading of the next one.
+    assert re.search(r'<figure class="wording">\s*<figcaption>Raised by SGLang 1 to 2:</figcaption>\s*<pre class="msg"><code>Old &lt;words&gt;</code></pre>\s*</figure>', page)
 
 
 def test_build_command(tmp_path, repo, capsys):

@@ -291,6 +291,24 @@ def test_callers_tests_name_the_flags_the_page_explains():
     assert "called by Scheduler._get_multimodal_inputs at python/sglang/srt/managers/scheduler.py:2843 when --enable-broadcast-mm-inputs-process is set" in text
 
 
+def test_calls_from_one_function_under_the_same_tests_are_one_caller():
+    """`kimi_linear.py`'s `_get_kda_local_num_heads` is called four times by
+    `KimiDeltaAttention.__init__`, each call by the same callers: one item with its four
+    lines, not four identical trees. A call under other tests stays an item of its own."""
+    from generator.model import CallerNode, Callers, Route
+
+    base = article(["KDA num_heads ({num_heads}) must be divisible by shard tp_size ({tp_size})"])
+    path = "python/sglang/srt/models/kimi_linear.py"
+    above = Callers((CallerNode(path, "KimiDecoderLayer.__init__", 559, ("config.is_kda_layer(layer_idx)",), Callers((), 0)),), 0)
+    calls = tuple(CallerNode(path, "KimiDeltaAttention.__init__", line, (), above) for line in (250, 436, 437, 438))
+    other = CallerNode(path, "KimiDeltaAttention.__init__", 500, ("use_short_conv",), above)
+    routed = dataclasses.replace(base.locations[0], route=Route("load", Callers((*calls, other), 0)))
+    text = page_text(dataclasses.replace(base, upstream=UPSTREAM, locations=(routed,)))
+    assert f"called by KimiDeltaAttention.__init__ at {path}:250, 436, 437, 438 called by KimiDecoderLayer.__init__ at {path}:559" in text
+    assert f"called by KimiDeltaAttention.__init__ at {path}:500 when use_short_conv is true" in text
+    assert text.count("called by KimiDecoderLayer.__init__") == 2
+
+
 def test_an_unexplained_launch_error_says_which_flags_or_that_none_is_involved():
     """Issue #18: a launch error with no fix written points at the flags shown below it, or
     says plainly that no flag is involved and names the environment variables it reads."""
