@@ -15,12 +15,12 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from generator import audit, callgraph, derive, history, model
-from generator.cache import BlobState, cached_values, read_state, write_state
+from generator import audit, callgraph, derive, history, model, workers
+from generator.cache import BlobState, cached_values, read_state, uncached, write_state
 from generator.highlight import Excerpts, Highlighting, excerpts_of, site_excerpts
 from generator.model import Article, Curated, ErrorEntry, LedgerRecord, Upstream
 from generator.plan import PageManifest, _upstream_fields
-from generator.upstream import Source
+from generator.upstream import ReadSource, Source
 
 
 def load_content(folder: Path, repo: str, cache_dir: Path | None = None) -> dict[str, Curated]:
@@ -338,13 +338,27 @@ def joined(article: Article, found: Mapping[str, Excerpts]) -> Article:
     return derive.with_excerpts(article, site_excerpts(found, (location.site for location in article.locations)))
 
 
-def stale_curated(curated: Mapping[str, Curated], by_id: Mapping[str, ErrorEntry], source: Source, blobs: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
-    """`audit.stale_revisions` of the entries not waiting for review, fingerprinting again (a
-    parse of each file) only errors whose sites' places (`history.places`) are new."""
+def stale_curated(
+    curated: Mapping[str, Curated], by_id: Mapping[str, ErrorEntry], source: Source, blobs: Mapping[str, str], cache_dir: Path, jobs: int | None = None
+) -> Callable[[], dict[str, str]]:
+    """A function giving `audit.stale_revisions` of the entries not waiting for review,
+    fingerprinting again (a parse of each file) only errors whose sites' places
+    (`history.places`) are new. That parse, of every curated file in a cold build (3 s), runs
+    in another process from now on, off the build's own path; entries carried to a reworded
+    id wait for review, so `curated` may be the entries as loaded, before carrying."""
     written = {error: entry for error, entry in curated.items() if not entry.review}
     keys = {error: history.places(by_id[error].sites, blobs) for error in sorted(written) if error in by_id}
-    current = cached_values(cache_dir, "fingerprints", [audit.__file__], keys, lambda ids: audit.fingerprints([by_id[i] for i in ids], source))
-    return audit.stale_revisions(written, by_id, source, current)
+    missing = uncached(cache_dir, "fingerprints", [audit.__file__], keys)
+    files = ReadSource(source, {site.path for error in missing for site in by_id[error].sites})
+
+    def stale() -> dict[str, str]:
+        current = cached_values(cache_dir, "fingerprints", [audit.__file__], keys, lambda ids: audit.fingerprints([by_id[i] for i in ids], files))
+        return audit.stale_revisions(written, by_id, files, current)
+
+    if not missing:
+        return stale
+    (found,) = workers.background([stale], jobs, len(by_id))
+    return found
 
 
 def cached_related(entries: tuple[ErrorEntry, ...], cache_dir: Path, blobs: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...]]:

@@ -77,6 +77,9 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # Content first (cached, fast), so the search index has the forms curated entries say
         # users see their errors in.
         loaded = articles.load_content(inputs.content, repo, inputs.cache_dir)
+        # Which curated entries were written for older code: in another process when their
+        # files must be parsed again (every one in a cold build).
+        stale = articles.stale_curated(loaded, by_id, source, made_from, inputs.cache_dir, jobs)
         # What needs only the entries runs in other processes meanwhile: related errors, and
         # the browse pages.
         info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
@@ -113,7 +116,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         curated = audit.located_evidence(history.carry_curated(loaded, past.records), source, inputs.cache_dir)
         # Each error without an entry of its own shows the text of the family that claims it.
         families = articles.family_texts(inputs.content, entries, curated, source, inputs.cache_dir, made_from)
-        stale = articles.stale_curated(curated, by_id, source, made_from, inputs.cache_dir)
+        stale = stale()
         orphans = audit.content_orphans(inputs.content, by_id, past.records)
         # Home, the changes by release and the API's index in another process, the family
         # pages in a third: they would wait for the others there, and a rebuild's publishing

@@ -192,7 +192,7 @@ def cached_values(
     hashable records of everything else the value is computed from."""
     path = kept(cache_dir, name, code)
     known = read_cache(path, dict) or {}
-    missing = [error for error, key in keys.items() if key not in known]
+    missing = _missing(keys, known)
     fresh = compute(missing) if missing else {}
     values, used = {}, {}
     for error, key in keys.items():
@@ -202,6 +202,16 @@ def cached_values(
     if missing or len(used) != len(known):
         write_cache(path, state_bytes(used))
     return values
+
+
+def uncached(cache_dir: Path, name: str, code: Iterable[str], keys: Mapping[str, object]) -> list[str]:
+    """The ids whose values `cached_values` would compute now: those whose key the last build
+    did not see."""
+    return _missing(keys, read_cache(kept(cache_dir, name, code), dict) or {})
+
+
+def _missing(keys: Mapping[str, object], known: Mapping[object, object]) -> list[str]:
+    return [error for error, key in keys.items() if key not in known]
 
 
 class BlobState:

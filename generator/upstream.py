@@ -16,6 +16,7 @@ import tarfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,23 @@ class Source:
 
     def read(self, file: SourceFile) -> bytes:
         raise NotImplementedError
+
+
+class ReadSource(Source):
+    """The files at some paths of a source, read already: what a forked process reads, since
+    it must not share the git reader of the process it was forked from."""
+
+    def __init__(self, source: Source, paths: Iterable[str]) -> None:
+        wanted = set(paths)
+        self.upstream = source.upstream
+        self._files = tuple(file for file in source.files() if file.path in wanted)
+        self._texts = {file.path: source.read(file) for file in self._files}
+
+    def files(self) -> tuple[SourceFile, ...]:
+        return self._files
+
+    def read(self, file: SourceFile) -> bytes:
+        return self._texts[file.path]
 
 
 def open_source(spec: str, config: Config, cache_dir: Path) -> Source:

@@ -600,3 +600,35 @@ def test_a_build_of_many_pages_failing_while_it_writes_leaves_the_previous_site_
         build(config(), inputs_of(config(), f"git:{root}@{shas[-1]}", tmp_path / "site", tmp_path / "content", tmp_path / "other-cache"), jobs=2)
     assert tree(tmp_path / "site") == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site.")) == [".site.lock"]
+
+
+def test_curated_files_are_fingerprinted_in_another_process_reading_what_was_read_before(tmp_path):
+    """A cold build parses every curated entry's file again for its fingerprint in a forked
+    process (`articles.stale_curated`), off the build's own path. The fork reads the files
+    this process read for it (a git source's reader must not be shared across a fork), and
+    tells stale entries from fresh ones as this process does; with the fingerprints cached, the
+    next build forks nothing."""
+    from generator.articles import stale_curated
+    from generator.audit import fingerprints
+    from generator.model import Curated, group_sites
+    from generator.pipeline import extract_upstream
+    from generator.upstream import open_source
+
+    # Over a thousand errors: fewer run in this process (`workers.background`).
+    code = "def f(x):\n" + "".join(f"    if x == {n}:\n        raise ValueError('case {n} is not allowed')\n" for n in range(1100))
+    shas = make_repo(tmp_path / "up", [{"python/sglang/srt/m.py": code}])
+    source = open_source(f"git:{tmp_path / 'up'}@{shas[0]}", config(), tmp_path / "cache")
+    extraction = extract_upstream(source, tmp_path / "cache", jobs=1)
+    by_id = {entry.id: entry for entry in group_sites(extraction.sites, "o/r")}
+    fresh, changed = sorted(by_id)[:2]
+
+    def curated(error: str, fingerprint: str) -> Curated:
+        return Curated(error, f"content/errors/{error}.yaml", None, "Means.", (), None, (), None, (), fingerprint, written_for="v1")
+
+    written = {fresh: curated(fresh, fingerprints([by_id[fresh]], source)[fresh]), changed: curated(changed, "0123456789abcdef")}
+    forked = stale_curated(written, by_id, source, extraction.made_from(), tmp_path / "c", jobs=2)
+    assert forked.__name__ == "result"  # waits for a forked process
+    assert forked() == {changed: "v1"}
+    again = stale_curated(written, by_id, source, extraction.made_from(), tmp_path / "c", jobs=2)
+    assert again.__name__ == "stale" and again() == {changed: "v1"}
+    assert stale_curated(written, by_id, source, extraction.made_from(), tmp_path / "c1", jobs=1)() == {changed: "v1"}
