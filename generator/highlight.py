@@ -483,7 +483,9 @@ class Highlighting:
             return
         # Spawned, not forked: this process goes on building large records meanwhile, and
         # every page it touched after a fork would be copied, costing more than a fresh start.
-        self._pool = workers.pool(jobs, start="spawn")
+        # Deferred: the pages need the excerpts last, once the history, the related errors
+        # and every article are made, and those wait for each other on the way.
+        self._pool = workers.pool(jobs, start="spawn", deferred=True)
         for paths, payload in self.batches(missing):
             future = self._pool.submit(_excerpt_batch, self.cache, payload)
             for number, path in enumerate(paths):

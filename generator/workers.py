@@ -32,9 +32,11 @@ def cores(jobs: int | None) -> int:
     return jobs or os.cpu_count() or 1
 
 
-def _keep(parent: int, *given: object) -> None:
+def _keep(parent: int, niceness: int, *given: object) -> None:
     global _GIVEN
     _GIVEN = given
+    if niceness:
+        os.nice(niceness)
     # As in a build's own process: the work done here (parsing, extracting, rendering) makes
     # millions of objects and no cycles worth collecting, and each pass of the collector walks
     # every one still alive (bench/README.md).
@@ -77,14 +79,22 @@ def mapped(function: Callable[[object], object], items: Sequence[object], least:
         yield from executor.map(function, items)
 
 
-def pool(jobs: int, shared: tuple = (), start: str = "fork") -> ProcessPoolExecutor:
+def pool(jobs: int, shared: tuple = (), start: str = "fork", deferred: bool = False) -> ProcessPoolExecutor:
     """A pool of `jobs` processes, each given `shared` (read back in the child with `given`).
     `start` is the start method: "fork" shares this process's records without pickling them;
     "spawn" suits a pool this process keeps using while it builds large records, since every
-    page it touched after a fork would be copied."""
+    page it touched after a fork would be copied. A `deferred` pool's work is needed later
+    than what this process and the others do meanwhile: it runs at a lower priority, on the
+    cores they leave idle while they wait for each other."""
     if start == "fork" and not can_fork():
         start = "spawn"
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(start), initializer=_keep, initargs=(os.getpid(), *shared))
+    context = multiprocessing.get_context(start)
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_keep, initargs=(os.getpid(), _DEFERRED if deferred else 0, *shared))
+
+
+# The niceness of a deferred pool's processes: under the scheduler's weights, a tenth of a
+# core's share against a process of this one's priority.
+_DEFERRED = 10
 
 
 def background(tasks: Sequence[Callable[[], object]], jobs: int | None, size: int) -> list[Callable[[], object]]:

@@ -396,6 +396,19 @@ def test_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
     assert pid_one != os.getpid() or not workers.can_fork()
 
 
+def test_a_deferred_pool_runs_at_a_lower_priority_than_the_build():
+    """Highlighting's pool works while the build derives its records, and its excerpts are
+    needed last: its processes yield the cores to the build's own and its background tasks,
+    and take what they leave idle. An ordinary pool runs at the build's priority."""
+    from generator import workers
+
+    mine = os.nice(0)
+    with workers.pool(1, start="spawn", deferred=True) as deferred:
+        assert deferred.submit(os.nice, 0).result() == min(mine + 10, 19)
+    with workers.pool(1) as ordinary:
+        assert ordinary.submit(os.nice, 0).result() == mine
+
+
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare is not installed")
 def test_workers_run_when_the_build_is_process_1():
     """In a container errorkb can be process 1; its workers must not take their parent's pid
