@@ -137,6 +137,8 @@ class Page(TypedDict):
 class TitlePart(TypedDict):
     text: str
     placeholder: bool
+    # A part only some paths add (`Placeholder.optional`): its own parts, shown in brackets.
+    optional: list["TitlePart"]
 
 
 class CallerView(TypedDict):
@@ -170,6 +172,8 @@ class LocationView(TypedDict):
 class ErrorPage(Page):
     article: Article
     heading: list[TitlePart]
+    # Whether the message has a part only some paths add, which the page explains.
+    optional_parts: bool
     locations: list[LocationView]
     more_locations: list[LocationView]
     explanation: Markup
@@ -369,16 +373,33 @@ def shorten(text: str, limit: int = TITLE_LIMIT) -> str:
 
 def heading_parts(article: Article) -> list[TitlePart]:
     if article.template is None:
-        return [TitlePart(text=_clean(article.title), placeholder=False)]
+        return [TitlePart(text=_clean(article.title), placeholder=False, optional=[])]
     return template_parts(article.template)
 
 
 def template_parts(template: Template) -> list[TitlePart]:
-    """A template as the page shows it: literal text, and placeholders marked as such."""
-    return [
-        TitlePart(text=_clean(part.render() if isinstance(part, Placeholder) else part), placeholder=isinstance(part, Placeholder))
-        for part in template.parts
-    ]
+    """A template as the page shows it: literal text, and placeholders marked as such; a part
+    only some paths add (written `{[...]}` in a template's text) with its own parts, which the
+    page shows in brackets."""
+    return [_title_part(part) for part in template.parts]
+
+
+def _title_part(part: str | Placeholder) -> TitlePart:
+    if isinstance(part, Placeholder) and part.optional:
+        return TitlePart(text="", placeholder=False, optional=template_parts(printed_template(part.expr)))
+    return TitlePart(text=_clean(part.render() if isinstance(part, Placeholder) else part), placeholder=isinstance(part, Placeholder), optional=[])
+
+
+def shown_text(template: Template) -> str:
+    """A template's text as a page's title shows it: a part only some paths add in brackets,
+    not in the `{[...]}` a template's text writes."""
+    return "".join(
+        (f"[{part.expr}]" if part.optional else part.render()) if isinstance(part, Placeholder) else part for part in template.parts
+    )
+
+
+def has_optional(parts: list[TitlePart]) -> bool:
+    return any(part["optional"] for part in parts)
 
 
 def _location_view(location: Location, root: str, flags: frozenset[str] = frozenset()) -> LocationView:
@@ -451,8 +472,9 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
     # The text shown: the error's own entry, else its family's (`Article.family`).
     text = curated or article.family
     kind = {"raise": "raised", "assert": "assertion", "warning": "warning"}.get(article.kind, article.kind)
-    description = f"{article.exception or 'Error'} ({kind}) in SGLang: {shorten(article.title, 120)}"
-    page = _page(path, info, shorten(article.title, 70) + " \u2014 SGLang error", description, f"{root}api/errors/{article.id}.json")
+    title = shown_text(article.template) if article.template is not None else article.title
+    description = f"{article.exception or 'Error'} ({kind}) in SGLang: {shorten(title, 120)}"
+    page = _page(path, info, shorten(title, 70) + " \u2014 SGLang error", description, f"{root}api/errors/{article.id}.json")
     # The revision this error's code last changed at, not the build's: the page stays the
     # same, byte for byte, until its own code changes.
     page["upstream"] = article.upstream or info.upstream
@@ -464,10 +486,12 @@ def error_page(article: Article, info: OutputInfo) -> ErrorPage:
     if article.status == "moved" and article.record and article.record.moved_to:
         target = article.record.moved_to
         moved_to = (f"{root}errors/{target}/", next((r.title for r in article.related if r.id == target), target))
+    heading = heading_parts(article)
     return ErrorPage(
         **page,
         article=article,
-        heading=heading_parts(article),
+        heading=heading,
+        optional_parts=has_optional(heading),
         locations=views[:SNIPPETS_SHOWN],
         more_locations=views[SNIPPETS_SHOWN:],
         explanation=markdown(text.explanation if text else None),

@@ -291,6 +291,21 @@ def test_callers_tests_name_the_flags_the_page_explains():
     assert "called by Scheduler._get_multimodal_inputs at python/sglang/srt/managers/scheduler.py:2843 when --enable-broadcast-mm-inputs-process is set" in text
 
 
+def test_a_part_only_some_paths_add_is_shown_in_brackets_with_its_placeholders():
+    """`pool_configurator.py` adds " Current value: mem_fraction_static=..." to "Not enough
+    memory" only when the fraction is set: the page shows that part in brackets, says what they
+    mean, and marks its value as filled in; never the template notation `{[...]}`."""
+    optional = Placeholder(" Current value: mem_fraction_static={self.mem_fraction_static}", optional=True)
+    shown = page(article(["Not enough memory. Please try to increase --mem-fraction-static.", optional]))
+    heading = re.search(r'<h1 class="message">(.*?)</h1>', shown).group(1)
+    assert heading == (
+        'Not enough memory. Please try to increase --mem-fraction-static.<span class="opt" title="only in some cases">'
+        '[ Current value: mem_fraction_static=<span class="ph" title="filled in at run time">{self.mem_fraction_static}</span>]</span>'
+    )
+    assert "{[" not in shown and "a part in [brackets] is there only in some cases" in shown
+    assert "only in some cases" not in page(article(["Not enough memory."]))
+
+
 def test_calls_from_one_function_under_the_same_tests_are_one_caller():
     """`kimi_linear.py`'s `_get_kda_local_num_heads` is called four times by
     `KimiDeltaAttention.__init__`, each call by the same callers: one item with its four
