@@ -492,7 +492,8 @@ class CallGraph:
         if dotted in fact.functions:
             return fact.path, dotted
         if dotted in fact.classes:
-            return self._method(fact, dotted, "__init__", set())
+            # A dataclass written without an `__init__` runs its `__post_init__` when made.
+            return self._method(fact, dotted, "__init__", set()) or self._method(fact, dotted, "__post_init__", set())
         head, _, rest = dotted.partition(".")
         if head in fact.classes and rest and "." not in rest:
             return self._method(fact, head, rest, set())

@@ -112,6 +112,44 @@ def test_methods_resolve_through_self_super_base_classes_unique_names_and_callba
     assert callers(g, "mem_cache/unused.py", "never_called") == []
 
 
+def test_making_a_dataclass_without_an_init_calls_its_post_init():
+    """`pool_configurator.py`'s `MemoryPoolConfig.__post_init__` raises "Not enough memory"
+    when the config is made: the generated `__init__` calls it, so making the class is a call
+    of it. A class with an `__init__` of its own is a call of that."""
+    files = {
+        ROOT + "model_executor/pool_configurator.py": '''
+            from dataclasses import dataclass
+
+            @dataclass
+            class MemoryPoolConfig:
+                max_total_num_tokens: int
+
+                def __post_init__(self):
+                    if self.max_total_num_tokens <= 0:
+                        raise RuntimeError("Not enough memory.")
+
+            class Written:
+                def __init__(self):
+                    pass
+
+                def __post_init__(self):
+                    raise RuntimeError("never called on its own")
+        ''',
+        ROOT + "arg_groups/memory_hook.py": '''
+            from sglang.srt.model_executor.pool_configurator import MemoryPoolConfig, Written
+
+            def resolve_memory(args):
+                Written()
+                return MemoryPoolConfig(args.tokens)
+        ''',
+    }
+    g = CallGraph(module_facts(ast.parse(textwrap.dedent(text)), path) for path, text in files.items())
+    assert callers(g, "model_executor/pool_configurator.py", "MemoryPoolConfig.__post_init__", 1) == [(1, "resolve_memory", 6, ())]
+    assert callers(g, "model_executor/pool_configurator.py", "Written.__init__", 1) == [(1, "resolve_memory", 5, ())]
+    assert callers(g, "model_executor/pool_configurator.py", "Written.__post_init__", 1) == []
+    assert phase_of(g.phases(ENTRIES), ROOT + "model_executor/pool_configurator.py", "MemoryPoolConfig.__post_init__", "product") == "launch"
+
+
 def test_each_function_takes_the_phase_of_the_nearest_entry_point_and_the_rest_are_unreachable():
     phases = graph().phases(ENTRIES)
     assert phase_of(phases, ROOT + "utils/common.py", "fail", "product") == "launch"
