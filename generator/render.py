@@ -445,12 +445,14 @@ def _caller_views(callers: Callers, flags: frozenset[str] = frozenset()) -> list
     for four layers is one caller, not four identical trees)."""
     views: dict[tuple, CallerView] = {}
     for node in callers.nodes:
-        when = _when(node.conditions, flags)
-        above = _caller_views(node.callers, flags)
-        key = (node.path, node.function, when, repr(above), node.callers.more)
+        # The same tests and the same callers (a tuple of tuples) read the same.
+        key = (node.path, node.function, node.conditions, node.callers)
         found = views.get(key)
         if found is None:
-            views[key] = CallerView(path=node.path, lines=(node.line,), function=node.function, when=when, callers=above, more=node.callers.more)
+            views[key] = CallerView(
+                path=node.path, lines=(node.line,), function=node.function, when=_when(node.conditions, flags),
+                callers=_caller_views(node.callers, flags), more=node.callers.more,
+            )
         elif node.line not in found["lines"]:
             found["lines"] += (node.line,)
     return list(views.values())
