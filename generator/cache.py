@@ -4,15 +4,16 @@ Every entry lives under `<cache>/<name>/<version>`, where the version is a diges
 that makes it (`code_digest`), so editing one stage's code never invalidates another's. Two
 shapes, one API each:
 
-- `Store`: many small entries keyed by content (a blob sha, with what was asked of it): `has`,
-  `get`, `put`. What each file alone gives (`SiteCache`), the sites of its calls to raisers
+- `Store`: many small entries keyed by content (a blob sha, with what was asked of it), the
+  rows of one SQLite file, `<cache>/<name>/<version>.sqlite`: `has`, `get`, `put`, `batch`. What each file alone gives (`SiteCache`), the sites of its calls to raisers
   by the raisers it sees (`CallCache`) and its highlighted excerpts (`highlight.ExcerptCache`)
   are stores.
 - `kept`: one value a build keeps whole (`cached_values`, the states of `BlobState`, parsed
   content, browse pages, the content schema), read with `read_cache` and written with
   `write_cache`.
 
-Entries are written atomically; an unreadable entry counts as missing.
+Entries are written atomically (a store's in a transaction, a kept value by renaming a
+finished file); an unreadable entry counts as missing.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from generator.files import read_cache, state_bytes, write_cache
@@ -29,27 +32,118 @@ from generator.model import Binding, ClassBases, ErrorEntry, ExtractedFile, Plac
 
 
 class Store:
-    """Small entries keyed by content under `root/<name>/<version>/`, one JSON file each."""
+    """Small entries keyed by content, JSON values, in one SQLite file per store and version:
+    `root/<name>/<version>.sqlite`.
+
+    A cold build puts some 12,000 entries (each file's sites and call-graph facts, each
+    file's excerpts). As a JSON file each, every one cost a file creation, some 300 µs of the
+    kernel's time on the machines measured; as rows, written a batch per transaction
+    (`batch`), a twentieth of that (bench/README.md). Each process opens its own connection
+    (a store is handed to workers, forked or spawned); several processes and builds may
+    share a store, SQLite locking it for each write. Any error reading is a missing entry and
+    any error writing is ignored, as for a cache file: a file that is not a database (cut
+    short, overwritten) is replaced by an empty one."""
 
     def __init__(self, root: Path, name: str, version: str) -> None:
-        self.folder = root / name / version
+        self.path = root / name / f"{version}.sqlite"
+        self._db: sqlite3.Connection | None = None
+        self._pid = 0
+        self._pending: list[tuple[str, str]] | None = None
 
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
+    def __getstate__(self) -> dict:
+        return {"path": self.path}
+
+    def __setstate__(self, state: dict) -> None:
+        self.path, self._db, self._pid, self._pending = state["path"], None, 0, None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None or self._pid != os.getpid():
+            if self._db is not None:
+                # Opened before this process was forked: never used here, not even closed
+                # (SQLite's rule), so kept from being freed.
+                _INHERITED.append(self._db)
+            self._db, self._pid = _open_store(self.path), os.getpid()
+        return self._db
 
     def has(self, key: str) -> bool:
         """Whether there is an entry for `key` (readable or not: see `get`)."""
-        return os.path.isfile(self._path(key))
+        try:
+            return self._connection().execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone() is not None
+        except sqlite3.Error:
+            return False
 
     def get(self, key: str) -> object | None:
         """The entry's JSON value; None when there is none or it is unreadable."""
         try:
-            return json.loads(self._path(key).read_bytes())
-        except (OSError, ValueError):
+            row = self._connection().execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
+            return None if row is None else json.loads(row[0])
+        except (sqlite3.Error, ValueError, TypeError):
             return None
 
     def put(self, key: str, value: object) -> None:
-        write_cache(self._path(key), json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        if self._pending is not None:
+            self._pending.append((key, text))
+        else:
+            self._write([(key, text)])
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Puts made within are written together when it ends, in one transaction: a worker
+        holds the store's lock only for that write, not while it makes the entries."""
+        self._pending = []
+        try:
+            yield
+        finally:
+            pending, self._pending = self._pending, None
+            if pending:
+                self._write(pending)
+
+    def _write(self, rows: list[tuple[str, str]]) -> None:
+        try:
+            db = self._connection()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", rows)
+                db.execute("COMMIT")
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+_INHERITED: list[sqlite3.Connection] = []
+
+
+def _open_store(path: Path) -> sqlite3.Connection:
+    """A connection to the store at `path`, made (or made anew, when the file is not a
+    database) with its table."""
+    for attempt in range(2):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error):
+            # A folder that cannot be written: a store that holds nothing and keeps nothing.
+            return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        try:
+            # A cache needs no durability through a crash of the system: a store it leaves
+            # broken is made anew here. Written ahead, readers never wait for a writer.
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=OFF")
+            db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
+            db.execute("SELECT count(*) FROM entries WHERE key = ''").fetchone()
+            return db
+        except sqlite3.DatabaseError:
+            db.close()
+            if attempt:
+                break
+            for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                try:
+                    leftover.unlink()
+                except OSError:
+                    pass
+    return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
 
 
 def kept(cache_dir: Path, name: str, code: Iterable[str], suffix: str = "") -> Path:

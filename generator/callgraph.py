@@ -764,10 +764,11 @@ def blob_facts(files, cache_dir, read, jobs: int | None = None) -> dict[str, Mod
     texts = [(file, data) for file, data in texts if data is not None]
     chunks = [texts[start : start + 16] for start in range(0, len(texts), 16)]
     batches = [[(file.path, data) for file, data in chunk] for chunk in chunks]
-    for chunk, facts in zip(chunks, workers.mapped(_facts_batch, batches, 2, jobs)):
-        for (file, _), fact in zip(chunk, facts):
-            store.put(file.blob_sha, fact if fact is not None else {"unparsable": True})
-            found[file.path] = facts_from_json(fact, file.path) if fact is not None else None
+    with store.batch():
+        for chunk, facts in zip(chunks, workers.mapped(_facts_batch, batches, 2, jobs)):
+            for (file, _), fact in zip(chunk, facts):
+                store.put(file.blob_sha, fact if fact is not None else {"unparsable": True})
+                found[file.path] = facts_from_json(fact, file.path) if fact is not None else None
     return found
 
 

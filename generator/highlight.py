@@ -431,10 +431,11 @@ def requests_of(entries: tuple[ErrorEntry, ...], paths: Collection[str] | None =
 def _excerpt_batch(cache: ExcerptCache, batch: list[tuple[str, bytes, Request]]) -> list[Excerpts]:
     """A worker's share: each file's excerpts, stored in the cache as they are made."""
     made = []
-    for key, data, request in batch:
-        excerpts = excerpt_blob(data, request)
-        cache.store(key, excerpts)
-        made.append(excerpts)
+    with cache.batch():
+        for key, data, request in batch:
+            excerpts = excerpt_blob(data, request)
+            cache.store(key, excerpts)
+            made.append(excerpts)
     return made
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from functools import partial
 from pathlib import Path
 
@@ -51,12 +51,13 @@ def _extract_batch(cache: SiteCache, facts: Store | None, batch: list[tuple[Sour
     `facts` store, keep the call graph's facts of each file too (`callgraph.module_facts`),
     from the same parse."""
     results = []
-    for file, data in batch:
-        result, tree = _extract_blob(file.path, data)
-        cache.store(file.blob_sha, result)
-        if facts is not None:
-            facts.put(file.blob_sha, callgraph.facts_to_json(callgraph.module_facts(tree, file.path)) if tree is not None else {"unparsable": True})
-        results.append(result)
+    with cache.batch(), facts.batch() if facts is not None else nullcontext():
+        for file, data in batch:
+            result, tree = _extract_blob(file.path, data)
+            cache.store(file.blob_sha, result)
+            if facts is not None:
+                facts.put(file.blob_sha, callgraph.facts_to_json(callgraph.module_facts(tree, file.path)) if tree is not None else {"unparsable": True})
+            results.append(result)
     return results
 
 
@@ -128,9 +129,10 @@ def _calls(source: Source, cache: CallCache, files: tuple[SourceFile, ...], seen
     # After a cold start some fifty files call raisers, the largest of SGLang's among them:
     # they are parsed on every core.
     jobs = [(source.read(file), file.path, seen[file.path]) for _, file in missing]
-    for (key, file), found in zip(missing, workers.mapped(_call_sites, jobs, 8)):
-        cache.store(key, found)
-        calls[file.path] = found
+    with cache.batch():
+        for (key, file), found in zip(missing, workers.mapped(_call_sites, jobs, 8)):
+            cache.store(key, found)
+            calls[file.path] = found
     return calls, inputs
 
 

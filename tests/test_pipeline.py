@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
 from generator import pipeline
+from generator.cache import SiteCache
 from generator.cli import main
 from generator.config import Config
 from generator.upstream import open_source
@@ -65,12 +67,15 @@ def test_warm_run_parses_nothing_and_a_commit_parses_only_what_changed(repo, tmp
 def test_corrupt_cache_entry_is_treated_as_missing(repo, tmp_path):
     path, (first, _) = repo
     cold = extract(path, first, tmp_path / "cache")
-    entries = sorted((tmp_path / "cache" / "sites").rglob("*.json"))
-    # Written atomically: no temporary file is left beside the entries.
-    assert entries and not list((tmp_path / "cache" / "sites").rglob(".*"))
-    for entry in entries:
-        entry.write_bytes(b'{"sites": [["raise", trunc')
+    (store,) = (tmp_path / "cache" / "sites").glob("*.sqlite")
+    with sqlite3.connect(store) as db:
+        assert db.execute("UPDATE entries SET value = ?", ('{"sites": [["raise", trunc',)).rowcount > 1
     assert extract(path, first, tmp_path / "cache").sites == cold.sites
+    # A store that is no database at all (cut short, overwritten) is made anew.
+    for path_in_store in (tmp_path / "cache" / "sites").iterdir():
+        path_in_store.write_bytes(b"\x80\x04corrupt\xff" * 100)
+    assert extract(path, first, tmp_path / "cache").sites == cold.sites
+    assert all(SiteCache(tmp_path / "cache", pipeline.extractor_version()).holds(file.blob_sha) for file in cold.files)
 
 
 def test_identical_blobs_at_two_paths_keep_their_own_paths(tmp_path):
@@ -98,8 +103,9 @@ def test_a_commit_parsed_in_a_worker_while_the_cache_is_read_gives_the_same_site
     first, second = make_repo(tmp_path / "up", [files, edited])
     cache = tmp_path / "cache"
     pipeline.extract_upstream(open_source(f"git:{tmp_path / 'up'}@{first}", Config(), cache), cache, jobs=2)
-    entry = sorted((cache / "sites").rglob("*.json"))[0]
-    entry.write_bytes(b"{")
+    (store,) = (cache / "sites").glob("*.sqlite")
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE entries SET value = '{' WHERE key = (SELECT min(key) FROM entries)")
     warm = pipeline.extract_upstream(open_source(f"git:{tmp_path / 'up'}@{second}", Config(), cache), cache, jobs=2)
     fresh = pipeline.extract_upstream(open_source(f"git:{tmp_path / 'up'}@{second}", Config(), tmp_path / "fresh"), tmp_path / "fresh", jobs=1)
     assert warm.sites == fresh.sites and len(warm.sites) == 30
