@@ -46,30 +46,23 @@ class Store:
 
     def __init__(self, root: Path, name: str, version: str) -> None:
         self.path = root / name / f"{version}.sqlite"
-        self._db: sqlite3.Connection | None = None
-        self._pid = 0
         self._pending: list[tuple[str, str]] | None = None
 
     def __getstate__(self) -> dict:
         return {"path": self.path}
 
     def __setstate__(self, state: dict) -> None:
-        self.path, self._db, self._pid, self._pending = state["path"], None, 0, None
+        self.path, self._pending = state["path"], None
 
     def _connection(self) -> sqlite3.Connection:
-        if self._db is None or self._pid != os.getpid():
-            if self._db is not None:
-                # Opened before this process was forked: never used here, not even closed
-                # (SQLite's rule), so kept from being freed.
-                _INHERITED.append(self._db)
-            self._db, self._pid = _open_store(self.path), os.getpid()
-        return self._db
+        return _connection(self.path)
 
     def has(self, key: str) -> bool:
         """Whether there is an entry for `key` (readable or not: see `get`)."""
         try:
             return self._connection().execute("SELECT 1 FROM entries WHERE key = ?", (key,)).fetchone() is not None
-        except sqlite3.Error:
+        except sqlite3.Error as error:
+            _broken(self.path, error)
             return False
 
     def get(self, key: str) -> object | None:
@@ -77,7 +70,10 @@ class Store:
         try:
             row = self._connection().execute("SELECT value FROM entries WHERE key = ?", (key,)).fetchone()
             return None if row is None else json.loads(row[0])
-        except (sqlite3.Error, ValueError, TypeError):
+        except sqlite3.Error as error:
+            _broken(self.path, error)
+            return None
+        except (ValueError, TypeError):
             return None
 
     def put(self, key: str, value: object) -> None:
@@ -100,20 +96,54 @@ class Store:
                 self._write(pending)
 
     def _write(self, rows: list[tuple[str, str]]) -> None:
-        try:
-            db = self._connection()
-            db.execute("BEGIN IMMEDIATE")
+        # Twice when the file turns out to be no database: the second time, on a new one.
+        for _ in range(2):
             try:
-                db.executemany("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", rows)
-                db.execute("COMMIT")
-            finally:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
+                db = self._connection()
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany("INSERT OR REPLACE INTO entries (key, value) VALUES (?, ?)", rows)
+                    db.execute("COMMIT")
+                finally:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                return
+            except sqlite3.Error as error:
+                if not _broken(self.path, error):
+                    return
 
 
+# Each store's connection in this process, by path, with the process that opened it: a
+# worker is handed a store with every batch, and opens it once.
+_OPEN: dict[Path, tuple[int, sqlite3.Connection]] = {}
+# Connections opened before this process was forked: never used here, not even closed
+# (SQLite's rule), so kept from being freed.
 _INHERITED: list[sqlite3.Connection] = []
+
+
+def _connection(path: Path) -> sqlite3.Connection:
+    opened = _OPEN.get(path)
+    if opened is not None and opened[0] == os.getpid():
+        return opened[1]
+    if opened is not None:
+        _INHERITED.append(opened[1])
+    db = _OPEN[path] = (os.getpid(), _open_store(path))
+    return db[1]
+
+
+def _broken(path: Path, error: sqlite3.Error) -> bool:
+    """Whether `error` says the store's file is no database (overwritten, cut short) rather
+    than busy or unwritable: its connection is then forgotten, and the next one makes the
+    file anew (`_open_store`)."""
+    if isinstance(error, sqlite3.OperationalError) or not isinstance(error, sqlite3.DatabaseError):
+        return False
+    opened = _OPEN.pop(path, None)
+    if opened is not None:
+        if opened[0] == os.getpid():
+            opened[1].close()
+        else:
+            _INHERITED.append(opened[1])
+    return True
 
 
 def _open_store(path: Path) -> sqlite3.Connection:
