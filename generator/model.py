@@ -108,35 +108,6 @@ def escape_braces(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def shown_title(text: str) -> str:
-    """A message's text (`Template.text`) as a list of errors shows it: a part only some paths
-    add (`{[...]}`) in plain brackets, as the error's own page shows it; the rest as written.
-    Literal braces are doubled in such text and a placeholder's braces balance, so the part's
-    end is found by counting; text that does not read so is returned as it is."""
-    if "{[" not in text:
-        return text
-    shown, at = [], 0
-    while at < len(text):
-        if text.startswith("{{", at) or text.startswith("}}", at):
-            shown.append(text[at : at + 2])
-            at += 2
-        elif text[at] == "{":
-            end, depth = at + 1, 1
-            while depth and end < len(text):
-                depth += {"{": 1, "}": -1}.get(text[end], 0)
-                end += 1
-            if depth:
-                return text
-            placeholder = text[at:end]
-            optional = placeholder.startswith("{[") and placeholder.endswith("]}")
-            shown.append(f"[{shown_title(placeholder[2:-2])}]" if optional else placeholder)
-            at = end
-        else:
-            shown.append(text[at])
-            at += 1
-    return "".join(shown)
-
-
 @record
 class Site:
     """One place in upstream's code that raises, asserts or warns.

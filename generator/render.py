@@ -31,7 +31,7 @@ from pygments.util import ClassNotFound
 from generator import api
 from generator.derive import describe_condition
 from generator.content import printed_template
-from generator.model import PHASES, Article, Callers, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream, Versions, place_releases, release_name, shown_title
+from generator.model import PHASES, Article, Callers, Change, Evidence, Family, ListedError, Location, Placeholder, Site, Template, Upstream, Versions, place_releases, release_name
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # Snippets shown in full on a page; further locations are listed with their links.
@@ -363,9 +363,8 @@ def _listing(path: str, info: OutputInfo, title: str, description: str) -> Page:
 @functools.lru_cache(maxsize=1 << 17)
 def shorten(text: str, limit: int = TITLE_LIMIT) -> str:
     """`text` on one line, cut at a word boundary with an ellipsis when longer than `limit`.
-    Kept by text: the browse pages shorten each of 27,000 titles twice. A part of a message
-    only some paths add reads in brackets (`shown_title`), as on the error's own page."""
-    text = " ".join(_clean(shown_title(text)).split())
+    Kept by text: the browse pages shorten each of 27,000 titles twice."""
+    text = " ".join(_clean(text).split())
     if len(text) <= limit:
         return text
     cut = text[:limit].rsplit(" ", 1)[0]

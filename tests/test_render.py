@@ -306,36 +306,6 @@ def test_a_part_only_some_paths_add_is_shown_in_brackets_with_its_placeholders()
     assert "only in some cases" not in page(article(["Not enough memory."]))
 
 
-def test_lists_show_a_part_only_some_paths_add_in_brackets_as_the_page_does():
-    """The folder and exception lists, the home page's explained errors and other pages'
-    related links showed `...static.{[ Current value: ...]}`, the template's notation: they
-    read it in brackets, with its placeholder, as the error's own page does."""
-    from generator.model import shown_title
-
-    source = textwrap.dedent(
-        """
-        def check(fraction):
-            msg = "Not enough memory. Please try to increase --mem-fraction-static."
-            if fraction is not None:
-                msg += f" Current value: mem_fraction_static={fraction}"
-            raise RuntimeError(msg)
-        """
-    )
-    entries = group_sites(extract_source(source.encode(), "python/sglang/srt/pool.py"), "o/r")
-    assert entries[0].title.endswith("{[ Current value: mem_fraction_static={fraction}]}")
-    shown = "Not enough memory. Please try to increase --mem-fraction-static.[ Current value: mem_fraction_static={fraction}]"
-    assert shown_title(entries[0].title) == shown
-    files = dict(render.render_browse(listed_errors(entries, {}), INFO))
-    for path in ("modules/python/sglang/srt/index.html", "exceptions/RuntimeError/index.html"):
-        listing = html.unescape(files[path].decode())
-        assert shown in listing and "{[" not in listing
-    linked = page(article(["Other"], related=(Related(entries[0].id, entries[0].title),)))
-    assert "{[" not in linked and html.escape(shown[:40]) in linked
-    # Literal braces (doubled in the text) and a placeholder holding `]}` read as written.
-    assert shown_title("a {{x}} {[{v[0]} and {{y}}]} b") == "a {{x}} [{v[0]} and {{y}}] b"
-    assert shown_title("{{[not optional]}} {z}") == "{{[not optional]}} {z}"
-
-
 def test_calls_from_one_function_under_the_same_tests_are_one_caller():
     """`kimi_linear.py`'s `_get_kda_local_num_heads` is called four times by
     `KimiDeltaAttention.__init__`, each call by the same callers: one item with its four

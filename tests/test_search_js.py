@@ -33,7 +33,7 @@ const root = process.argv[3];
 const request = JSON.parse(fs.readFileSync(0, "utf8"));
 const index = api.openIndex((name) => Promise.resolve(JSON.parse(fs.readFileSync(path.join(root, "search", name), "utf8"))));
 (async () => {
-  const out = { lookups: [], pastes: [], buckets: [], squashed: [], tokens: [], shown: (request.titles || []).map(api.shownTitle) };
+  const out = { lookups: [], pastes: [], buckets: [], squashed: [], tokens: [] };
   for (const text of request.pastes) {
     let early = null;
     out.lookups.push({ results: await api.lookup(text, index, 10, (ready) => { early = ready; }), early });
@@ -56,12 +56,12 @@ def write_site(root: Path, entries, classes=()) -> Path:
     return root
 
 
-def run_node(tmp_path: Path, site: Path, pastes: list[str], keys: list[str], titles: list[str] = ()) -> dict:
+def run_node(tmp_path: Path, site: Path, pastes: list[str], keys: list[str]) -> dict:
     driver = tmp_path / "driver.cjs"
     driver.write_text(DRIVER)
     done = subprocess.run(
         [NODE, str(driver), str(SEARCH_JS), str(site)],
-        input=json.dumps({"pastes": pastes, "keys": keys, "titles": list(titles)}),
+        input=json.dumps({"pastes": pastes, "keys": keys}),
         capture_output=True,
         text=True,
         timeout=300,
@@ -158,24 +158,6 @@ def test_a_traceback_from_an_earlier_release_names_its_releases_alike(tmp_path: 
         "the traceback's line is where SGLang 0.4.8 raised it",
         "",
     ]
-
-
-def test_result_titles_show_optional_parts_as_lists_do(tmp_path: Path) -> None:
-    """A result's title reads a part only some paths add in brackets, as the lists
-    (`model.shown_title`) and the error's page do, never `{[...]}`."""
-    from generator.model import shown_title
-
-    titles = [
-        "Not enough memory. Please try to increase --mem-fraction-static.{[ Current value: mem_fraction_static={self.mem_fraction_static}]}",
-        "a {{x}} {[{v[0]} and {{y}}]} b",
-        "{{[not optional]}} {z}",
-        "unbalanced {[ {x]}",
-        "plain {x} text",
-        "",
-    ]
-    shown = run_node(tmp_path, write_site(tmp_path / "site", ()), [], [], titles)["shown"]
-    assert shown == [shown_title(title) for title in titles]
-    assert shown[0].endswith("static.[ Current value: mem_fraction_static={self.mem_fraction_static}]")
 
 
 def test_class_weighing_agrees(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from generator.commands.common import add_source_options, cache_dir_of, config_of, source_of
 from generator.errors import ErrorkbError
-from generator.model import group_sites, release_name, shown_title
+from generator.model import group_sites, release_name
 from generator.pipeline import extract_upstream
 from generator.upstream import version_key
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if named is not None:
             print(f"(SGLang {named}, the release the paste names)")
         for candidate in candidates:
-            print(f"{candidate.score:6.2f}  {HOW[candidate.match]}{shown_title(candidate.title)}")
+            print(f"{candidate.score:6.2f}  {HOW[candidate.match]}{candidate.title}")
             if candidate.note:
                 print(f"        {candidate.note}")
             if args.version is not None:

@@ -659,35 +659,6 @@
     });
   }
 
-  // A message's text as lists show it (generator.model.shown_title): a part only some
-  // paths add, written {[...]} in the index, in plain brackets.
-  function shownTitle(text) {
-    if (text.indexOf("{[") < 0) return text;
-    var shown = "", at = 0;
-    while (at < text.length) {
-      var pair = text.substr(at, 2);
-      if (pair === "{{" || pair === "}}") {
-        shown += pair;
-        at += 2;
-      } else if (text[at] === "{") {
-        var end = at + 1, depth = 1;
-        while (depth && end < text.length) {
-          if (text[end] === "{") depth += 1;
-          else if (text[end] === "}") depth -= 1;
-          end += 1;
-        }
-        if (depth) return text;
-        var part = text.slice(at, end);
-        shown += part.slice(0, 2) === "{[" && part.slice(-2) === "]}" ? "[" + shownTitle(part.slice(2, -2)) + "]" : part;
-        at = end;
-      } else {
-        shown += text[at];
-        at += 1;
-      }
-    }
-    return shown;
-  }
-
   /* An index read through `read(path)` (a promise of the JSON at search/<path>), each piece once. */
   function openIndex(read) {
     var pieces = new Map();
@@ -713,7 +684,6 @@
     templateMatches: templateMatches,
     lookup: lookup,
     openIndex: openIndex,
-    shownTitle: shownTitle,
   };
 
   if (typeof module === "object" && module.exports) module.exports = api;
@@ -769,7 +739,7 @@
         item.append(label);
         var link = document.createElement("a");
         link.href = root + "errors/" + result.id + "/";
-        link.textContent = shownTitle(result.title);
+        link.textContent = result.title;
         var about = document.createElement("span");
         about.className = "search-result-meta";
         about.textContent =
