@@ -164,9 +164,10 @@ def _open_store(path: Path) -> sqlite3.Connection:
             db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
             db.execute("SELECT count(*) FROM entries WHERE key = ''").fetchone()
             return db
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as error:
             db.close()
-            if attempt:
+            if attempt or isinstance(error, sqlite3.OperationalError):
+                # Busy past the timeout, or read-only: left as it is, and not used this time.
                 break
             for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
                 try:
