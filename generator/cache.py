@@ -5,9 +5,9 @@ that makes it (`code_digest`), so editing one stage's code never invalidates ano
 shapes, one API each:
 
 - `Store`: many small entries keyed by content (a blob sha, with what was asked of it), the
-  rows of one SQLite file, `<cache>/<name>/<version>.sqlite`: `has`, `get`, `put`, `batch`. What each file alone gives (`SiteCache`), the sites of its calls to raisers
-  by the raisers it sees (`CallCache`) and its highlighted excerpts (`highlight.ExcerptCache`)
-  are stores.
+  rows of one SQLite file, `<cache>/<name>/<version>.sqlite`: `has`, `get`, `put`, `batch`.
+  What each file alone gives (`SiteCache`), the sites of its calls to raisers by the raisers
+  it sees (`CallCache`) and its highlighted excerpts (`highlight.ExcerptCache`) are stores.
 - `kept`: one value a build keeps whole (`cached_values`, the states of `BlobState`, parsed
   content, browse pages, the content schema), read with `read_cache` and written with
   `write_cache`.
@@ -125,10 +125,21 @@ def _connection(path: Path) -> sqlite3.Connection:
     opened = _OPEN.get(path)
     if opened is not None and opened[0] == os.getpid():
         return opened[1]
-    if opened is not None:
-        _INHERITED.append(opened[1])
+    _forget(path)
     db = _OPEN[path] = (os.getpid(), _open_store(path))
     return db[1]
+
+
+def _forget(path: Path) -> None:
+    """Drop this process's connection to the store at `path`: closed if this process opened
+    it, kept unused if it came through a fork."""
+    opened = _OPEN.pop(path, None)
+    if opened is None:
+        return
+    if opened[0] == os.getpid():
+        opened[1].close()
+    else:
+        _INHERITED.append(opened[1])
 
 
 def _broken(path: Path, error: sqlite3.Error) -> bool:
@@ -137,12 +148,7 @@ def _broken(path: Path, error: sqlite3.Error) -> bool:
     file anew (`_open_store`)."""
     if isinstance(error, sqlite3.OperationalError) or not isinstance(error, sqlite3.DatabaseError):
         return False
-    opened = _OPEN.pop(path, None)
-    if opened is not None:
-        if opened[0] == os.getpid():
-            opened[1].close()
-        else:
-            _INHERITED.append(opened[1])
+    _forget(path)
     return True
 
 
@@ -154,8 +160,8 @@ def _open_store(path: Path) -> sqlite3.Connection:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error):
-            # A folder that cannot be written: a store that holds nothing and keeps nothing.
-            return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            # A folder that cannot be written.
+            break
         try:
             # A cache needs no durability through a crash of the system: a store it leaves
             # broken is made anew here. Written ahead, readers never wait for a writer.
@@ -174,6 +180,7 @@ def _open_store(path: Path) -> sqlite3.Connection:
                     leftover.unlink()
                 except OSError:
                     pass
+    # A store that holds nothing and keeps nothing.
     return sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
 
 
@@ -184,7 +191,7 @@ def kept(cache_dir: Path, name: str, code: Iterable[str], suffix: str = "") -> P
 
 class SiteCache(Store):
     """What each blob alone gives (`model.ExtractedFile`: its sites, raisers and imports), or
-    the reason it was skipped, under `root/sites/<version>/`."""
+    the reason it was skipped, under `root/sites/<version>.sqlite`."""
 
     def __init__(self, root: Path, version: str) -> None:
         super().__init__(root, "sites", version)
@@ -223,7 +230,7 @@ class SiteCache(Store):
 
 class CallCache(Store):
     """The sites of a blob's calls to raisers, by the blob and the digest of the raisers it
-    sees (`raisers.digest`), under `root/calls/<version>/`: a raiser's file that changes
+    sees (`raisers.digest`), under `root/calls/<version>.sqlite`: a raiser's file that changes
     changes the digest, so its callers' call sites are found again though their blobs are the
     same."""
 

@@ -391,7 +391,7 @@ def excerpter_version() -> str:
 
 
 class ExcerptCache(Store):
-    """Excerpts per blob and request under `root/excerpts/<version>/` (`cache.Store`)."""
+    """Excerpts per blob and request under `root/excerpts/<version>.sqlite` (`cache.Store`)."""
 
     def __init__(self, root: Path, version: str) -> None:
         super().__init__(root, "excerpts", version)
