@@ -97,7 +97,9 @@ def derive_all(
     made.read(changed)
     retitled, made.flags = state.update_entries(entries, changed, made.mentions)
     made.related = related()
-    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings, made.families, made.versions, route_keys(entries, made.routes))
+    # Each id's versions as text: kept with the ledger for the ids this build did not change.
+    texts = past.version_texts or {error: history.versions_text(found) for error, found in made.versions.items()}
+    dirty = state.dirty(changed, retitled, curated, ledger, made.related, made.stale, made.pins, upstream, made.settings, made.families, texts, route_keys(entries, made.routes))
     digests = manifest.digests(made.articles(dirty), blobs)
     state.digests = {error: digests.get(error) or state.digests[error] for error in sorted(made.ids)}
     write_state(cache_dir, "articles", derive.__file__, state)
@@ -267,12 +269,13 @@ class ArticleState(BlobState):
         upstream: Upstream,
         settings: model.Servers | None = None,
         families: Mapping[str, model.Family] | None = None,
-        versions: Mapping[str, model.Versions] | None = None,
+        versions: Mapping[str, str] | None = None,
         routes: Mapping[str, tuple[str, tuple[str, ...]]] | None = None,
     ) -> set[str]:
         """The ids whose articles may differ from the last build's, given what `update_entries`
         found (`changed`, `retitled`); the state takes in the rest of this build's inputs.
-        `routes` are the keys of each error's routes (`route_keys`)."""
+        `versions` are the texts of each error's versions (`history.version_texts`), `routes`
+        the keys of each error's routes (`route_keys`)."""
         inactive = {record.id for record in ledger}
         versions = versions or {}
         dirty = set(changed)
@@ -292,7 +295,7 @@ class ArticleState(BlobState):
             error: "\0".join(
                 (
                     " ".join(related.get(error, ())), pinned[id(pins.get(error, upstream))], " ".join(aliases.get(error, ())), stale.get(error, ""),
-                    repr(versions.get(error)), route[0],
+                    versions.get(error, ""), route[0],
                     # The settings its page may explain: those its message, conditions or callers' tests name.
                     *(keys[name] for name in (*self.named.get(error, ()), *self.candidates.get(error, "").split("\0"), *route[1]) if name in keys),
                 )
@@ -306,7 +309,7 @@ class ArticleState(BlobState):
         for record in ledger:
             targets = (record.moved_to,) if record.status == "moved" and record.moved_to else record.split_into
             inputs[record.id] = "\0".join(
-                (repr(record), repr(versions.get(record.id)), pinned[id(pins.get(record.id, upstream))], *(self.titles.get(t) or t for t in targets))
+                (repr(record), versions.get(record.id, ""), pinned[id(pins.get(record.id, upstream))], *(self.titles.get(t) or t for t in targets))
             )
         dirty.update(error for error, text in inputs.items() if self.inputs.get(error) != text or error not in self.digests)
         dirty.update(error for error in curated.keys() | self.curated.keys() if curated.get(error) != self.curated.get(error))

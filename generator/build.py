@@ -26,7 +26,6 @@ from generator.model import BuildResult, Inputs, group_sites
 from generator.pipeline import extract_upstream
 from generator.plan import BuildStamp, PageManifest
 from generator.publish import build_lock, publish
-from generator.search import Known
 from generator.upstream import open_source
 
 
@@ -98,16 +97,12 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # wordings of its earlier ids, and an error no longer raised by its last message.
         supersedes = {error: entry.supersedes for error, entry in loaded.items() if entry.supersedes}
         past = history.build_history(inputs.content, entries, upstream, blobs, state.codes_of(changed), inputs.cache_dir, supersedes)
-        versions = history.versions_of(past.records, past.changes)
-        retired, retired_notes = history.retired_entries(past.records, versions)
+        versions = past.versions
         # The ledger's bytes follow in that process; the shared pages have one of their own.
         search, history_files = workers.background(
             [
-                partial(
-                    pages.search_files, entries + retired, repo, inputs.cache_dir, made_from, extraction.classes,
-                    Known(printed_forms(loaded), history.earlier_wordings(versions), retired_notes, history.earlier_places(versions)),
-                ),
-                partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision, past.fresh, past.earlier),
+                partial(pages.history_search_files, entries, past.records, versions, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes),
+                partial(history.history_files, past.records, past.changes, past.lines, inputs.cache_dir, upstream.revision, past.fresh, past.earlier, past.version_texts),
             ],
             jobs,
             len(entries),

@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import json
 import operator
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -176,13 +177,15 @@ def history_files(
     revision: str | None = None,
     fresh: tuple[Change, ...] | None = None,
     earlier: Mapping[str, bytes] | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> dict[str, bytes]:
     """The ledger's files (`ledger_files`) and the change list's (`changes_files`), by path
     under `content/`. With `cache_dir` and the `revision` the build records as built, what
     `load_history` will read back from these files is kept in the cache under their digest,
     so the next build need not parse them. With `fresh` (this build's changes, all of its
     revision), only those are encoded, the others' files being those read (`earlier`, their
-    bytes by path)."""
+    bytes by path). The `texts` of the records' versions are kept with them, for the next
+    build to work out again only those of the ids it changes (`version_texts`)."""
     lines: dict[str, tuple[tuple, str]] | None = {} if cache_dir is not None else None
     files = ledger_files(records, known, lines)
     changes = tuple(changes)
@@ -194,7 +197,7 @@ def history_files(
             files[path] = data + (earlier or {}).get(path, b"")
     if cache_dir is not None:
         kept_at, lines_at = _history_caches(cache_dir, files, revision)
-        for path, value in ((lines_at, lines), (kept_at, (dict(records), changes))):
+        for path, value in ((lines_at, lines), (kept_at, (dict(records), changes, texts))):
             write_cache(path, state_bytes(value))
             # Only the newest is kept: a build reads the one its content folder's files name.
             for other in path.parent.glob(path.name.split("-", 1)[0] + "-*.pickle"):
@@ -207,6 +210,12 @@ def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str
     """`load_ledger` (records, and their lines as read) and `load_changes` of `content/`; with
     `cache_dir`, read from the cache when the last build kept them for files with these bytes
     (`history_files`)."""
+    return _read_history(content, cache_dir)[:3]
+
+
+def _read_history(content: Path, cache_dir: Path | None) -> tuple[dict[str, LedgerRecord], Mapping[str, tuple[tuple, str]], tuple[Change, ...], dict[str, str] | None]:
+    """`load_history`, and the texts of those records' versions the build that wrote the
+    ledger kept with them (`version_texts`; None when read from the files)."""
     if cache_dir is not None:
         folder = content / LEDGER_FOLDER
         files = {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
@@ -214,11 +223,11 @@ def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str
         kept_at, lines_at = _history_caches(cache_dir, files, last_built(content))
         kept = read_cache(kept_at, tuple)
         if kept is not None:
-            records, changes = kept
-            return records, KeptLines(lines_at, content), changes
+            records, changes, texts = kept
+            return records, KeptLines(lines_at, content), changes, texts
     lines: dict[str, tuple[tuple, str]] = {}
     records = load_ledger(content, lines)
-    return records, lines, load_changes(content)
+    return records, lines, load_changes(content), None
 
 
 def _history_caches(cache_dir: Path, files: Mapping[str, bytes], revision: str | None) -> tuple[Path, Path]:
@@ -230,7 +239,9 @@ def _history_caches(cache_dir: Path, files: Mapping[str, bytes], revision: str |
         if name == CHANGES_NAME or name.startswith((f"{LEDGER_FOLDER}/", f"{CHANGES_FOLDER}/")):
             digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
     suffix = "-" + digest.hexdigest()[:24]
-    return kept(cache_dir, "history", [__file__], suffix=suffix), kept(cache_dir, "history-lines", [__file__], suffix=suffix)
+    # The records' classes, and the texts of their versions (`version_texts`), come from `model`.
+    code = [__file__, sys.modules[LedgerRecord.__module__].__file__]
+    return kept(cache_dir, "history", code, suffix=suffix), kept(cache_dir, "history-lines", code, suffix=suffix)
 
 
 class KeptLines(Mapping):
@@ -603,73 +614,99 @@ def resolve(records: Mapping[str, LedgerRecord], error_id: str) -> str:
     return error_id
 
 
-def places_of(changes: Iterable[Change], first: Mapping[str, str]) -> dict[str, tuple[tuple[Place, ...], str]]:
-    """By id, where it was raised before each move the change list records (`moved`: its
+def _moved_places(moved: list[Change], first: str) -> tuple[tuple[Place, ...], str]:
+    """Where an id was raised before each of its moves the change list records (`moved`: each
     detail is the old `path:line (function)`), oldest first, each with the release that first
-    raised it there (the id's `first` release for the first place), and the release of the
+    raised it there (the id's `first` release for the first place); and the release of the
     last move: since when it is where it is now."""
     from generator.upstream import version_key
 
-    moves: dict[str, list[Change]] = {}
-    for change in changes:
-        if change.change == "moved" and change.detail:
-            moves.setdefault(change.id, []).append(change)
-    found = {}
-    for error, moved in sorted(moves.items()):
-        moved.sort(key=lambda c: (c.date, version_key(release_name(c.revision)), c.revision))
-        places, since = [], first.get(error)
-        for change in moved:
-            where, _, function = change.detail.rpartition(" (")
-            path, _, line = where.rpartition(":")
-            function = function.removesuffix(")")
-            places.append(Place(path, int(line) if line.isdigit() else 0, "" if function == "module" else function, since, change.revision))
-            since = change.revision
-        found[error] = (tuple(places), since)
-    return found
+    places, since = [], first
+    for change in sorted(moved, key=lambda c: (c.date, version_key(release_name(c.revision)), c.revision)):
+        where, _, function = change.detail.rpartition(" (")
+        path, _, line = where.rpartition(":")
+        function = function.removesuffix(")")
+        places.append(Place(path, int(line) if line.isdigit() else 0, "" if function == "module" else function, since, change.revision))
+        since = change.revision
+    return tuple(places), since
 
 
 def versions_of(records: Mapping[str, LedgerRecord], changes: Iterable[Change] = ()) -> dict[str, Versions]:
+    """By id, the releases that raised it (`LedgerVersions`), every id worked out."""
+    return dict(LedgerVersions(records, changes))
+
+
+class LedgerVersions(Mapping):
     """By id, the releases that raised it (`model.Versions`): an active error's first release
     is that of the oldest earlier id the ledger paired into it (followed through every move),
     and its earlier wordings are their messages, each said once over all the releases of the
     ids that had it; a retired or moved id's are its own. With the change list, each id also
-    gets the places it was raised in before it moved (`places_of`).
+    gets the places it was raised in before it moved (`_moved_places`).
 
     An id moved into another was raised before it, so the further back along the moves, the
     older: that orders the ids of one error whatever names its revisions have (a commit's
-    tells nothing), and versions order ids equally far back."""
-    from generator.upstream import version_key
+    tells nothing), and versions order ids equally far back.
 
-    def depth(record: LedgerRecord) -> int:
-        steps, seen = 0, {record.id}
-        while record.status == "moved" and record.moved_to and record.moved_to not in seen:
-            steps += 1
-            seen.add(record.moved_to)
-            record = records.get(record.moved_to)
-            if record is None:
-                break
-        return steps
+    An id's versions are worked out when first asked for: a rebuild's pages ask for those of a
+    few hundred ids of 36,000 (`version_texts` tells which changed), and only the search index,
+    in another process, for all of them. Iterated in the order of the ids."""
 
-    # By active id, its earlier ids, each with its order: older first.
-    earlier: dict[str, list[tuple[tuple, LedgerRecord]]] = {}
-    for record in records.values():
-        if record.status != "moved":
-            continue
-        # An id that one release both gave and took back (the id rules changed between two
-        # builds of it) was never the id of a release: it says nothing of when or where.
-        if record.retired_in == record.first_seen:
-            continue
-        target = records.get(resolve(records, record.id))
-        if target is not None and target.status == "active":
-            earlier.setdefault(target.id, []).append(((-depth(record), version_key(release_name(record.first_seen)), record.id), record))
-    places = places_of(changes, {error: record.first_seen for error, record in records.items()})
-    versions = {}
-    for error, record in sorted(records.items()):
-        moved, here = record_places(record) if record.spans or record.since else places.get(error, ((), None))
+    def __init__(self, records: Mapping[str, LedgerRecord], changes: Iterable[Change] = ()) -> None:
+        from generator.upstream import version_key
+
+        def depth(record: LedgerRecord) -> int:
+            steps, seen = 0, {record.id}
+            while record.status == "moved" and record.moved_to and record.moved_to not in seen:
+                steps += 1
+                seen.add(record.moved_to)
+                record = records.get(record.moved_to)
+                if record is None:
+                    break
+            return steps
+
+        self.records = records
+        # By active id, its earlier ids, each with its order: older first.
+        earlier: dict[str, list[tuple[tuple, LedgerRecord]]] = {}
+        for record in records.values():
+            if record.status != "moved":
+                continue
+            # An id that one release both gave and took back (the id rules changed between two
+            # builds of it) was never the id of a release: it says nothing of when or where.
+            if record.retired_in == record.first_seen:
+                continue
+            target = records.get(resolve(records, record.id))
+            if target is not None and target.status == "active":
+                earlier.setdefault(target.id, []).append(((-depth(record), version_key(release_name(record.first_seen)), record.id), record))
+        self._earlier = {error: [found for _, found in sorted(older, key=operator.itemgetter(0))] for error, older in earlier.items()}
+        self._moves: dict[str, list[Change]] = {}
+        for change in changes:
+            if change.change == "moved" and change.detail:
+                self._moves.setdefault(change.id, []).append(change)
+        self._found: dict[str, Versions] = {}
+
+    def __getitem__(self, error: str) -> Versions:
+        found = self._found.get(error)
+        if found is None:
+            found = self._found[error] = self._versions(self.records[error])
+        return found
+
+    def __iter__(self):
+        return iter(sorted(self.records))
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def _versions(self, record: LedgerRecord) -> Versions:
+        error = record.id
+        if record.spans or record.since:
+            moved, here = record_places(record)
+        elif error in self._moves:
+            moved, here = _moved_places(self._moves[error], record.first_seen)
+        else:
+            moved, here = (), None
         if record.status != "active":
-            versions[error] = Versions(record.first_seen, record.last_seen, record.retired_in or "", (), moved, here)
-            continue
-        older = [found for _, found in sorted(earlier.get(error, ()), key=operator.itemgetter(0))]
+            return Versions(record.first_seen, record.last_seen, record.retired_in or "", (), moved, here)
+        older = self._earlier.get(error, [])
         if older:
             moved, here = joined_places(older, record, moved, here)
         # One wording over all the ids that had it: from the oldest's first release to the
@@ -683,8 +720,27 @@ def versions_of(records: Mapping[str, LedgerRecord], changes: Iterable[Change] =
             span = spans.setdefault(found.message, [found.first_seen, found.last_seen, found.retired_in or ""])
             span[1], span[2] = found.last_seen, found.retired_in or ""
         first = older[0].first_seen if older else record.first_seen
-        versions[error] = Versions(first, None, "", tuple(Wording(message, *span) for message, span in spans.items()), moved, here)
-    return versions
+        return Versions(first, None, "", tuple(Wording(message, *span) for message, span in spans.items()), moved, here)
+
+
+def versions_text(versions: Versions | None) -> str:
+    """A short digest of what `versions` say, which a page's inputs compare (`version_texts`)."""
+    return hashlib.blake2b(repr(versions).encode(), digest_size=8).hexdigest()
+
+
+def version_texts(
+    previous: Mapping[str, LedgerRecord], records: Mapping[str, LedgerRecord], versions: Mapping[str, Versions], kept: Mapping[str, str] | None
+) -> dict[str, str]:
+    """`versions_text` of each id's `versions`, the ledger being `records`. With `kept`, the
+    texts of the `previous` records (as the build that wrote those kept them), only the ids
+    whose versions can differ are worked out: each whose record says something else
+    (`_line_key`), and the ids those records led to, before and after (an id's versions read
+    the records of its earlier ids). A rebuild changes a few dozen of 36,000."""
+    if kept is None:
+        return {error: versions_text(versions[error]) for error in records}
+    touched = {error for error, record in records.items() if (old := previous.get(error)) is not record and (old is None or _line_key(old) != _line_key(record))}
+    again = touched | {resolve(previous, error) for error in touched if error in previous} | {resolve(records, error) for error in touched}
+    return {error: kept[error] if error not in again and error in kept else versions_text(versions[error]) for error in records}
 
 
 def record_places(record: LedgerRecord) -> tuple[tuple[Place, ...], str | None]:
@@ -858,6 +914,10 @@ class BuildHistory:
     # again on every build.
     fresh: tuple[Change, ...] | None = None
     earlier: Mapping[str, bytes] = field(default_factory=dict)
+    # The releases of every id (`LedgerVersions`), and a digest of each (`version_texts`),
+    # which the cache keeps with the ledger: by it, a rebuild finds the few that changed.
+    versions: Mapping[str, Versions] = field(default_factory=dict)
+    version_texts: Mapping[str, str] = field(default_factory=dict)
 
 
 def build_history(
@@ -873,7 +933,7 @@ def build_history(
     `blobs` maps each upstream path to its blob sha, `codes` ids to their code fingerprints
     where already known (see `update_ledger`); `supersedes` the retired ids curated entries say
     their errors continue (`merge_superseded`)."""
-    previous, lines, changes = load_history(content, cache_dir)
+    previous, lines, changes, kept = _read_history(content, cache_dir)
     update = update_ledger(previous, entries, upstream, blobs, codes)
     records = merge_superseded(update.records, supersedes or {}, strict=False)
     update = LedgerUpdate(records, update.changes)
@@ -882,11 +942,14 @@ def build_history(
         for _, record in sorted(update.records.items())
         if record.status != "active"
     )
+    every_change = newest_first(update.changes + changes)
+    versions = LedgerVersions(records, every_change)
+    texts = version_texts(previous, records, versions, kept)
     earlier = read_changes_files(content)
     if CHANGES_NAME in earlier:
         # Written whole by earlier builds: split by revision this once.
-        return BuildHistory(update.records, inactive, newest_first(update.changes + changes), lines)
-    return BuildHistory(update.records, inactive, newest_first(update.changes + changes), lines, update.changes, earlier)
+        return BuildHistory(update.records, inactive, every_change, lines, versions=versions, version_texts=texts)
+    return BuildHistory(update.records, inactive, every_change, lines, update.changes, earlier, versions, texts)
 
 
 def save_history(content: Path, history: BuildHistory, upstream: Upstream, files: Mapping[str, bytes] | None = None) -> None:

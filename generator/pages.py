@@ -17,12 +17,12 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from generator import api, audit, derive, render, workers
+from generator import api, audit, derive, history, render, workers
 from generator.articles import family_members, joined
 from generator.cache import kept, read_state, write_state
 from generator.files import read_cache, state_bytes, write_cache
 from generator.highlight import Excerpts
-from generator.model import Article, Change, Curated, ErrorEntry, Family, LedgerRecord
+from generator.model import Article, Change, Curated, ErrorEntry, Family, LedgerRecord, Versions
 from generator.progress import Progress
 
 if TYPE_CHECKING:
@@ -167,6 +167,28 @@ class PageMemo:
         # Only this build's pages are kept, so the file does not grow with history.
         if self.used.keys() != self.known.keys():
             write_cache(self.path, state_bytes(self.used))
+
+
+def history_search_files(
+    entries: tuple[ErrorEntry, ...],
+    records: Mapping[str, LedgerRecord],
+    versions: Mapping[str, Versions],
+    printed: Mapping[str, tuple[str, ...]],
+    repo: str,
+    cache_dir: Path | None = None,
+    blobs: Mapping[str, str] | None = None,
+    classes: tuple = (),
+) -> list[tuple[str, bytes]]:
+    """`search_files` of the errors raised now and of those no longer raised
+    (`history.retired_entries`), knowing the curated `printed` forms and what the ledger's
+    `records` and their `versions` say (earlier wordings and places, retirement). Only the
+    search index reads those: made here, in the index's own process, and not on the build's
+    path (a ledger of every release holds 36,000 records)."""
+    from generator.search import Known
+
+    retired, notes = history.retired_entries(records, versions)
+    known = Known(printed, history.earlier_wordings(versions), notes, history.earlier_places(versions))
+    return search_files(entries + retired, repo, cache_dir, blobs, classes, known)
 
 
 def search_files(

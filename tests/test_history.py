@@ -13,6 +13,7 @@ from generator.cli import main
 from generator.config import Config
 from generator.errors import ContentError
 from generator.history import (
+    LedgerVersions,
     earlier_places,
     earlier_wordings,
     versions_of,
@@ -23,6 +24,7 @@ from generator.history import (
     load_ledger,
     resolve,
     update_ledger,
+    version_texts,
     write_history,
 )
 from generator.model import Curated, Place, group_sites
@@ -143,6 +145,35 @@ def test_each_run_of_releases_at_one_line_is_a_place_and_survives_the_ledger_fil
     # The search index knows each earlier line with its releases: a traceback from the first
     # release's layout names it.
     assert [place[2:] for place in earlier_places(versions_of(read))[kv4]] == [(4, shas[0]), (4, shas[1]), (6, more[0])]
+
+
+def test_a_rebuild_works_out_again_only_the_versions_that_can_change(history, tmp_path):
+    """Issue #17's rebuilds: the texts by which pages find their versions changed are kept
+    from the build before for the ids whose records did not change, and are the same as all
+    worked out anew, through a move down the file, a gap, a comeback and a second rewording
+    (an id moved into one moved again, whose earlier ids' versions then belong to another)."""
+    shas, _, second, _, two = history
+    hook = V2["python/sglang/srt/arg_groups/kv_cache_hook.py"]
+    shifted = {**V2, "python/sglang/srt/arg_groups/kv_cache_hook.py": "import os\n\n" + textwrap.dedent(hook)}
+    gone = {**V2, "python/sglang/srt/arg_groups/kv_cache_hook.py": "import os\n"}
+    reworded = {
+        **shifted,
+        "python/sglang/srt/server_args.py": V2["python/sglang/srt/server_args.py"].replace("KV rows must match", "KV rows must equal"),
+    }
+    more = make_repo(tmp_path / "later", [shifted, gone, shifted, reworded])
+    records, changes = two.records, two.changes
+    texts = version_texts({}, records, LedgerVersions(records, changes), None)
+    for sha in more:
+        upstream, entries = entries_at(tmp_path / "later", sha, tmp_path / "cache")
+        update = update_ledger(records, entries, upstream)
+        changes = update.changes + changes
+        kept = version_texts(records, update.records, LedgerVersions(update.records, changes), texts)
+        texts = version_texts({}, update.records, LedgerVersions(update.records, changes), None)
+        assert kept == texts
+        records = update.records
+    # The second rewording moved the first's old id on to the newest: its versions say both.
+    newest = next(record for record in records.values() if record.status == "active" and "must equal" in (record.message or ""))
+    assert [wording.message[:18] for wording in LedgerVersions(records, changes)[newest.id].wordings] == ["dense KV rows must", "KV rows must match"]
 
 
 def test_a_rewording_becomes_an_alias_of_the_new_id(history):
