@@ -12,9 +12,12 @@ import difflib
 import hashlib
 import json
 import operator
+import re
+import shutil
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import NamedTuple
 from pathlib import Path
 
 from generator.errors import ContentError
@@ -142,23 +145,57 @@ def ledger_lines(records: Mapping[str, LedgerRecord], known: Mapping[str, tuple[
         key = _line_key(record)
         line = known.get(error_id)
         if line is None or line[0] != key:
-            # getattr rather than asdict, which deep-copies: 27,000 records on every build.
-            data = {k: v for k in _RECORD_FIELDS if _DEFAULTS.get(k, _NO_DEFAULT) != (v := getattr(record, k))}
-            if data["status"] == "active":
-                del data["last_seen"]
-            for listed in ("aliases", "split_into"):
-                if listed in data:
-                    data[listed] = list(data[listed])
-            if "spans" in data:
-                # A span at the file and function of the span before it (the first: the
-                # record's own) says only its releases and line.
-                at, data["spans"] = (record.path, record.function), []
-                for span in record.spans:
-                    data["spans"].append(list(span[:3]) if span[3:] == at else list(span))
-                    at = span[3:]
-            line = (key, json.dumps(data, sort_keys=True, ensure_ascii=False))
+            line = (key, _ledger_line(record))
         lines[error_id] = line
     return lines
+
+
+def _ledger_line(record: LedgerRecord) -> str:
+    """A record as a line of the ledger: sorted-key JSON without default values."""
+    # getattr rather than asdict, which deep-copies: 27,000 records on every build.
+    data = {k: v for k in _RECORD_FIELDS if _DEFAULTS.get(k, _NO_DEFAULT) != (v := getattr(record, k))}
+    if data["status"] == "active":
+        del data["last_seen"]
+    for listed in ("aliases", "split_into"):
+        if listed in data:
+            data[listed] = list(data[listed])
+    if "spans" in data:
+        # A span at the file and function of the span before it (the first: the record's own)
+        # says only its releases and line.
+        at, data["spans"] = (record.path, record.function), []
+        for span in record.spans:
+            data["spans"].append(list(span[:3]) if span[3:] == at else list(span))
+            at = span[3:]
+    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+# A line's id: in a JSON string a quote is escaped, so only the key reads like this.
+_LINE_ID = re.compile(r'"id": "([^"\\]+)"')
+
+
+def changed_ledger_files(records: Mapping[str, LedgerRecord], changed: Collection[str], read: Mapping[str, bytes]) -> dict[str, bytes]:
+    """`ledger_files` of `records`, given the ledger's files as the build read them (`read`,
+    by path) and the ids whose lines say something else now (`changed`: the records read
+    differ by `_line_key`, or are new): a file holding none of them stays as read, and the
+    others keep the lines read of the ids not changed. A rebuild changes a few dozen of
+    36,000 lines, so that no cache of every line (44 MB) is written and read on every build."""
+    shards: dict[str, list[str]] = {}
+    for error_id in sorted(records):
+        shards.setdefault(error_id[0], []).append(error_id)
+    files = {}
+    for digit, ids in shards.items():
+        path = f"{LEDGER_FOLDER}/{digit}.jsonl"
+        before = read.get(path)
+        if before is not None and changed.isdisjoint(ids):
+            files[path] = before
+            continue
+        lines = {}
+        for line in (before or b"").decode("utf-8", errors="replace").splitlines():
+            if (found := _LINE_ID.search(line)) is not None:
+                lines[found.group(1)] = line
+        texts = [lines[error_id] if error_id not in changed and error_id in lines else _ledger_line(records[error_id]) for error_id in ids]
+        files[path] = ("\n".join(texts) + "\n").encode()
+    return files
 
 
 def write_history(
@@ -178,16 +215,19 @@ def history_files(
     fresh: tuple[Change, ...] | None = None,
     earlier: Mapping[str, bytes] | None = None,
     texts: Mapping[str, str] | None = None,
+    ledger: Mapping[str, bytes] | None = None,
+    touched: Collection[str] | None = None,
 ) -> dict[str, bytes]:
     """The ledger's files (`ledger_files`) and the change list's (`changes_files`), by path
-    under `content/`. With `cache_dir` and the `revision` the build records as built, what
-    `load_history` will read back from these files is kept in the cache under their digest,
-    so the next build need not parse them. With `fresh` (this build's changes, all of its
-    revision), only those are encoded, the others' files being those read (`earlier`, their
-    bytes by path). The `texts` of the records' versions are kept with them, for the next
-    build to work out again only those of the ids it changes (`version_texts`)."""
-    lines: dict[str, tuple[tuple, str]] | None = {} if cache_dir is not None else None
-    files = ledger_files(records, known, lines)
+    under `content/`. With the `ledger`'s files as read and the ids whose lines change
+    (`touched`), only those lines are encoded (`changed_ledger_files`). With `cache_dir` and
+    the `revision` the build records as built, what `load_history` will read back from these
+    files is kept in the cache under their digest, so the next build need not parse them,
+    with the `texts` of the records' versions, for the next build to work out again only
+    those of the ids it changes (`version_texts`). With `fresh` (this build's changes, all of
+    its revision), only those are encoded, the others' files being those read (`earlier`,
+    their bytes by path)."""
+    files = changed_ledger_files(records, touched, ledger) if ledger is not None and touched is not None else ledger_files(records, known)
     changes = tuple(changes)
     if fresh is None:
         files.update(changes_files(changes))
@@ -196,81 +236,56 @@ def history_files(
         for path, data in changes_files(fresh).items():
             files[path] = data + (earlier or {}).get(path, b"")
     if cache_dir is not None:
-        kept_at, lines_at = _history_caches(cache_dir, files, revision)
-        for path, value in ((lines_at, lines), (kept_at, (dict(records), changes, texts))):
-            write_cache(path, state_bytes(value))
-            # Only the newest is kept: a build reads the one its content folder's files name.
-            for other in path.parent.glob(path.name.split("-", 1)[0] + "-*.pickle"):
-                if other != path:
-                    other.unlink(missing_ok=True)
+        path = _history_cache(cache_dir, files, revision)
+        write_cache(path, state_bytes((dict(records), changes, texts)))
+        # Only the newest is kept: a build reads the one its content folder's files name.
+        for other in path.parent.glob(path.name.split("-", 1)[0] + "-*.pickle"):
+            if other != path:
+                other.unlink(missing_ok=True)
+        # Where earlier versions kept the ledger's lines, 44 MB a build.
+        shutil.rmtree(cache_dir / "history-lines", ignore_errors=True)
     return files
 
 
-def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str, LedgerRecord], dict[str, tuple[tuple, str]], tuple[Change, ...]]:
-    """`load_ledger` (records, and their lines as read) and `load_changes` of `content/`; with
-    `cache_dir`, read from the cache when the last build kept them for files with these bytes
-    (`history_files`)."""
-    return _read_history(content, cache_dir)[:3]
+def load_history(content: Path, cache_dir: Path | None = None) -> tuple[dict[str, LedgerRecord], tuple[Change, ...]]:
+    """`load_ledger` and `load_changes` of `content/`; with `cache_dir`, read from the cache
+    when the last build kept them for files with these bytes (`history_files`)."""
+    read = _read_history(content, cache_dir)
+    return read.records, read.changes
 
 
-def _read_history(content: Path, cache_dir: Path | None) -> tuple[dict[str, LedgerRecord], Mapping[str, tuple[tuple, str]], tuple[Change, ...], dict[str, str] | None]:
-    """`load_history`, and the texts of those records' versions the build that wrote the
-    ledger kept with them (`version_texts`; None when read from the files)."""
+class _ReadHistory(NamedTuple):
+    """`load_history`, with the ledger's and the change list's files as read (by path) and
+    the texts of the records' versions the build that wrote them kept (`version_texts`; None
+    when the records were read from the files)."""
+
+    records: dict[str, LedgerRecord]
+    changes: tuple[Change, ...]
+    texts: dict[str, str] | None
+    ledger: dict[str, bytes]
+    change_files: dict[str, bytes]
+
+
+def _read_history(content: Path, cache_dir: Path | None) -> _ReadHistory:
+    folder = content / LEDGER_FOLDER
+    ledger = {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
+    change_files = read_changes_files(content)
     if cache_dir is not None:
-        folder = content / LEDGER_FOLDER
-        files = {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
-        files.update(read_changes_files(content))
-        kept_at, lines_at = _history_caches(cache_dir, files, last_built(content))
-        kept = read_cache(kept_at, tuple)
-        if kept is not None:
-            records, changes, texts = kept
-            return records, KeptLines(lines_at, content), changes, texts
-    lines: dict[str, tuple[tuple, str]] = {}
-    records = load_ledger(content, lines)
-    return records, lines, load_changes(content), None
+        kept_history = read_cache(_history_cache(cache_dir, {**ledger, **change_files}, last_built(content)), tuple)
+        if kept_history is not None:
+            return _ReadHistory(*kept_history, ledger, change_files)
+    return _ReadHistory(load_ledger(content), load_changes(content), None, ledger, change_files)
 
 
-def _history_caches(cache_dir: Path, files: Mapping[str, bytes], revision: str | None) -> tuple[Path, Path]:
-    """Where the parsed history of these ledger and change-list bytes is kept, named by their
-    digest and the revision `upstream.json` names: the records and changes (`history/`), and
-    the ledger's lines as read (`history-lines/`, `KeptLines`)."""
+def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | None) -> Path:
+    """Where the parsed history of these ledger and change-list bytes is kept (`history/`),
+    named by their digest and the revision `upstream.json` names."""
     digest = hashlib.sha256(repr(revision).encode())
     for name in sorted(files):
         if name == CHANGES_NAME or name.startswith((f"{LEDGER_FOLDER}/", f"{CHANGES_FOLDER}/")):
             digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
-    suffix = "-" + digest.hexdigest()[:24]
     # The records' classes, and the texts of their versions (`version_texts`), come from `model`.
-    code = [__file__, sys.modules[LedgerRecord.__module__].__file__]
-    return kept(cache_dir, "history", code, suffix=suffix), kept(cache_dir, "history-lines", code, suffix=suffix)
-
-
-class KeptLines(Mapping):
-    """The ledger's lines as read (`load_ledger`'s `lines`), read from the cache when first
-    asked for, or from the ledger's files in `content` when the cache lost them. Only writing
-    the ledger back needs them, in another process (`history_files`): a history of every
-    release holds 44 MB of them, which the build's own process would read for nothing."""
-
-    def __init__(self, path: Path, content: Path) -> None:
-        self.path, self.content = path, content
-        self._lines: dict[str, tuple[tuple, str]] | None = None
-
-    def _read(self) -> dict[str, tuple[tuple, str]]:
-        if self._lines is None:
-            lines = read_cache(self.path, dict)
-            if lines is None:
-                lines = {}
-                load_ledger(self.content, lines)
-            self._lines = lines
-        return self._lines
-
-    def __getitem__(self, key: str) -> tuple[tuple, str]:
-        return self._read()[key]
-
-    def __iter__(self):
-        return iter(self._read())
-
-    def __len__(self) -> int:
-        return len(self._read())
+    return kept(cache_dir, "history", [__file__, sys.modules[LedgerRecord.__module__].__file__], suffix="-" + digest.hexdigest()[:24])
 
 
 def changes_path(revision: str) -> str:
@@ -729,18 +744,28 @@ def versions_text(versions: Versions | None) -> str:
 
 
 def version_texts(
-    previous: Mapping[str, LedgerRecord], records: Mapping[str, LedgerRecord], versions: Mapping[str, Versions], kept: Mapping[str, str] | None
+    previous: Mapping[str, LedgerRecord],
+    records: Mapping[str, LedgerRecord],
+    versions: Mapping[str, Versions],
+    kept: Mapping[str, str] | None,
+    touched: frozenset[str] | None = None,
 ) -> dict[str, str]:
     """`versions_text` of each id's `versions`, the ledger being `records`. With `kept`, the
     texts of the `previous` records (as the build that wrote those kept them), only the ids
     whose versions can differ are worked out: each whose record says something else
-    (`_line_key`), and the ids those records led to, before and after (an id's versions read
-    the records of its earlier ids). A rebuild changes a few dozen of 36,000."""
+    (`touched`, else `touched_ids`), and the ids those records led to, before and after (an
+    id's versions read the records of its earlier ids). A rebuild changes a few dozen of 36,000."""
     if kept is None:
         return {error: versions_text(versions[error]) for error in records}
-    touched = {error for error, record in records.items() if (old := previous.get(error)) is not record and (old is None or _line_key(old) != _line_key(record))}
+    touched = touched_ids(previous, records) if touched is None else touched
     again = touched | {resolve(previous, error) for error in touched if error in previous} | {resolve(records, error) for error in touched}
     return {error: kept[error] if error not in again and error in kept else versions_text(versions[error]) for error in records}
+
+
+def touched_ids(previous: Mapping[str, LedgerRecord], records: Mapping[str, LedgerRecord]) -> frozenset[str]:
+    """The ids of `records` that `previous` lacks or whose ledger lines say something else
+    (`_line_key`): what a build changed in the ledger."""
+    return frozenset(error for error, record in records.items() if (old := previous.get(error)) is not record and (old is None or _line_key(old) != _line_key(record)))
 
 
 def record_places(record: LedgerRecord) -> tuple[tuple[Place, ...], str | None]:
@@ -903,12 +928,14 @@ def _site_code(site: Site) -> tuple:
 class BuildHistory:
     """What a build publishes about the past: the updated ledger, the records of pages that are
     no longer active (moved ones pointing straight at their final id), and every change so far,
-    newest first; and the ledger's lines as read, for writing it back (`ledger_files`)."""
+    newest first; and what writing the ledger back reads (`history_files`)."""
 
     records: dict[str, LedgerRecord]
     inactive: tuple[LedgerRecord, ...]
     changes: tuple[Change, ...]
-    lines: Mapping[str, tuple[tuple, str]] = field(default_factory=dict)
+    # The ledger's files as read, by path, and the ids whose lines change (`touched_ids`): a
+    # rebuild encodes those lines only (`changed_ledger_files`).
+    ledger: Mapping[str, bytes] = field(default_factory=dict)
     # The changes this build made (None: encode them all), and the bytes of the change
     # list's files it read, which hold the rest as written: 47,000 lines are not encoded
     # again on every build.
@@ -918,6 +945,7 @@ class BuildHistory:
     # which the cache keeps with the ledger: by it, a rebuild finds the few that changed.
     versions: Mapping[str, Versions] = field(default_factory=dict)
     version_texts: Mapping[str, str] = field(default_factory=dict)
+    touched: frozenset[str] | None = None
 
 
 def build_history(
@@ -933,7 +961,7 @@ def build_history(
     `blobs` maps each upstream path to its blob sha, `codes` ids to their code fingerprints
     where already known (see `update_ledger`); `supersedes` the retired ids curated entries say
     their errors continue (`merge_superseded`)."""
-    previous, lines, changes, kept = _read_history(content, cache_dir)
+    previous, changes, kept, ledger, earlier = _read_history(content, cache_dir)
     update = update_ledger(previous, entries, upstream, blobs, codes)
     records = merge_superseded(update.records, supersedes or {}, strict=False)
     update = LedgerUpdate(records, update.changes)
@@ -944,18 +972,18 @@ def build_history(
     )
     every_change = newest_first(update.changes + changes)
     versions = LedgerVersions(records, every_change)
-    texts = version_texts(previous, records, versions, kept)
-    earlier = read_changes_files(content)
+    touched = touched_ids(previous, records)
+    texts = version_texts(previous, records, versions, kept, touched)
     if CHANGES_NAME in earlier:
         # Written whole by earlier builds: split by revision this once.
-        return BuildHistory(update.records, inactive, every_change, lines, versions=versions, version_texts=texts)
-    return BuildHistory(update.records, inactive, every_change, lines, update.changes, earlier, versions, texts)
+        return BuildHistory(update.records, inactive, every_change, ledger, versions=versions, version_texts=texts, touched=touched)
+    return BuildHistory(update.records, inactive, every_change, ledger, update.changes, earlier, versions, texts, touched)
 
 
 def save_history(content: Path, history: BuildHistory, upstream: Upstream, files: Mapping[str, bytes] | None = None) -> None:
     """Write the ledger, the change list and the revision built, once the site is in place;
     `files`: `history_files` of `history` when already made."""
-    write_files(content, files if files is not None else history_files(history.records, history.changes, history.lines))
+    write_files(content, files if files is not None else history_files(history.records, history.changes))
     document = {"date": upstream.date, "repo": upstream.repo, "revision": upstream.revision, "source": upstream.source}
     data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
     target = content / UPSTREAM_NAME

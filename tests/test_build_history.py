@@ -4,7 +4,6 @@ page through moves, rewordings and removals, and a failed build changes nothing.
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 
 import pytest
@@ -120,13 +119,8 @@ def test_the_history_kept_in_the_cache_is_what_the_written_files_read_back(tmp_p
     content, cache = tmp_path / "content", tmp_path / "cache"
     assert load_changes(content)  # the second revision recorded changes
     kept = list((cache / "history").glob("*.pickle"))
-    assert len(kept) == 1 and len(list((cache / "history-lines").glob("*.pickle"))) == 1
+    assert len(kept) == 1
     assert load_history(content, cache) == load_history(content)
-    # The ledger's lines, kept apart (only writing the ledger back reads them), are read from
-    # its files when the cache lost them.
-    shutil.rmtree(cache / "history-lines")
-    assert load_history(content, cache) == load_history(content)
-    assert load_history(content, cache)[1] == load_history(content)[1] != {}
     # A hand-edited ledger is read from its files, not from what the cache kept.
     shard = sorted((content / "ledger").glob("*.jsonl"))[0]
     lines = shard.read_text().splitlines()

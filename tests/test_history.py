@@ -14,6 +14,8 @@ from generator.config import Config
 from generator.errors import ContentError
 from generator.history import (
     LedgerVersions,
+    changed_ledger_files,
+    touched_ids,
     earlier_places,
     earlier_wordings,
     versions_of,
@@ -335,6 +337,32 @@ def test_writing_the_ledger_again_reuses_the_lines_of_unchanged_records(history,
     changed = {**records, error: replace(record, message="Reworded after all")}
     assert ledger_files(changed, lines) == ledger_files(changed)
     assert b"Reworded after all" in ledger_files(changed, lines)[f"ledger/{error[0]}.jsonl"]
+
+
+def test_a_rebuild_encodes_only_the_ledger_lines_it_changes(history, tmp_path):
+    """A rebuild writes the ledger from its files as read: a file none of whose records
+    changed stays as it was read, byte for byte (a hand-written line too); in the others only
+    the changed and new records' lines are encoded. What it writes reads back as the records."""
+    shas, _, _, _, two = history
+    content = tmp_path / "content"
+    write_history(content, two.records, two.changes)
+    (content / "upstream.json").write_text(json.dumps({"revision": shas[1]}))
+    read = {f"ledger/{f.name}": f.read_bytes() for f in sorted((content / "ledger").iterdir())}
+    records = load_ledger(content)
+    (first, record), (last, other) = sorted(records.items())[0], sorted(records.items())[-1]
+    assert first[0] != last[0]
+    # A line written by hand, the same record, in the file of the last id.
+    path = f"ledger/{last[0]}.jsonl"
+    read[path] = read[path].replace(b'", "', b'",  "')
+    changed = {**records, first: replace(record, message="Reworded after all")}
+    touched = touched_ids(records, changed)
+    assert touched == {first}
+    files = changed_ledger_files(changed, touched, read)
+    assert files[path] == read[path]
+    assert files == {**ledger_files(changed), path: read[path]}
+    for name, data in files.items():
+        (content / name).write_bytes(data)
+    assert load_ledger(content) == changed
 
 
 def test_ids_the_id_rules_changed_are_moved_or_split_and_none_is_lost(tmp_path):
