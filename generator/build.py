@@ -40,15 +40,6 @@ def inputs_of(config: Config, source: str | None = None, out: Path | None = None
     )
 
 
-# At most this many files whose call-graph facts the cache lacks, the graph is made while
-# the build extracts (a rebuild's): beyond, the extraction's own parse gives them.
-EARLY_GRAPH = 100
-
-
-def _text_of(texts: dict[str, bytes], file) -> bytes | None:
-    return texts.get(file.path)
-
-
 def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResult:
     """The whole site for one upstream revision, swapped into `inputs.out` at the end; then
     the ledger and change list in `inputs.content`, so a build killed before the swap leaves
@@ -67,15 +58,6 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         stamp = BuildStamp(inputs, source)
         if (previous := stamp.previous()) is not None:
             return previous
-        # The call graph of a rebuild, brought up to date in another process from now on:
-        # the few files whose facts the cache lacks are read here and parsed there, while this
-        # process extracts on its own. A cold build's graph waits for the extraction, which
-        # keeps the facts of every file it parses.
-        lack = callgraph.lacking(source.files(), inputs.cache_dir)
-        graph = None
-        if len(lack) <= EARLY_GRAPH:
-            texts = {file.path: source.read(file) for file in lack}
-            graph = workers.resident(partial(callgraph.kept_graph, source.files(), inputs.cache_dir, partial(_text_of, texts), 1), jobs, len(source.files()))
         # Extract and group.
         extraction = extract_upstream(source, inputs.cache_dir, jobs=jobs, facts=True)
         upstream, repo = extraction.upstream, extraction.upstream.repo
@@ -85,11 +67,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # How SGLang gets to each site: its phase and callers, from the call graph of the tree,
         # in another process. The extraction kept the facts of the files it parsed; the few it
         # did not (kept by an older graph) are read here, since that process reads no source.
-        if graph is not None:
-            routes = graph.then(callgraph.kept_routes, sorted({(site.path, site.function) for site in extraction.sites}), inputs.cache_dir)
-        else:
-            texts = {file.path: source.read(file) for file in callgraph.lacking(extraction.files, inputs.cache_dir)}
-            (routes,) = workers.background([partial(callgraph.build_routes, extraction.files, extraction.sites, inputs.cache_dir, texts, 1)], jobs, len(entries))
+        texts = {file.path: source.read(file) for file in callgraph.lacking(extraction.files, inputs.cache_dir)}
+        (routes,) = workers.background([partial(callgraph.build_routes, extraction.files, extraction.sites, inputs.cache_dir, texts, 1)], jobs, len(entries))
         # What each file's sites were made from: its blob, and for a file calling raisers the
         # raisers it sees. States updated by what changed take this, the ledger's code
         # fingerprints the blobs (the code a page shows).

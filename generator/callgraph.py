@@ -951,16 +951,10 @@ def build_routes(files, sites, cache_dir, texts: Mapping[str, bytes], jobs: int 
     facts are in the cache (`facts_store`) or parsed from `texts` (by path); the graph is kept
     in the cache between builds (`GraphState`). Reads no source, so that another process can
     run it while the build reads its own."""
-    return kept_routes(kept_graph(files, cache_dir, lambda file: texts.get(file.path), jobs), sorted({(site.path, site.function) for site in sites}), cache_dir)
-
-
-def kept_routes(kept: tuple[CallGraph, dict[Function, str], GraphState], functions: list[Function], cache_dir) -> Routes:
-    """The `Routes` of `functions` (each site's path and function) from a `kept_graph`, whose
-    state is then written back for the next build."""
     from generator.cache import write_cache
 
-    graph, phases, state = kept
-    routes = routes_of(graph, phases, state, functions)
+    graph, phases, state = kept_graph(files, cache_dir, lambda file: texts.get(file.path), jobs)
+    routes = routes_of(graph, phases, state, sorted({(site.path, site.function) for site in sites}))
     write_cache(_state_path(cache_dir), pickle.dumps(state, protocol=5))
     return routes
 

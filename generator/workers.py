@@ -97,16 +97,12 @@ def pool(jobs: int, shared: tuple = (), start: str = "fork", deferred: bool = Fa
 _DEFERRED = 10
 
 
-# Below this many records (errors, files), a task is not worth a process of its own.
-FORK_AT = 1000
-
-
 def background(tasks: Sequence[Callable[[], object]], jobs: int | None, size: int) -> list[Callable[[], object]]:
     """Start `tasks` one after the other in a forked process, which inherits the records they
     read instead of receiving them pickled; returns, per task, a function that waits for its
     result. With one job, no fork, or little work (`size` records), each task runs when its
     result is asked for."""
-    if cores(jobs) == 1 or size < FORK_AT or not can_fork():
+    if cores(jobs) == 1 or size < 1000 or not can_fork():
         return list(tasks)
     executor = pool(1, tuple(tasks))
     futures = [executor.submit(_run_task, number) for number in range(len(tasks))]
@@ -122,52 +118,6 @@ def background(tasks: Sequence[Callable[[], object]], jobs: int | None, size: in
         return result
 
     return [waiting(future) for future in futures]
-
-
-class Resident:
-    """A forked process that made one result and keeps it (`resident`), for the functions
-    given to `then` to read there: what it holds is never pickled back."""
-
-    def __init__(self, executor: ProcessPoolExecutor, made: Future) -> None:
-        self.executor, self.made = executor, made
-
-    def then(self, function: Callable[..., object], *args: object) -> Callable[[], object]:
-        """A function waiting for `function(result, *args)`, run in that process; `function`
-        and `args` are pickled to it (a module's function, plain data). The process ends with
-        that result."""
-        future = self.executor.submit(_with_kept, function, *args)
-
-        def result() -> object:
-            try:
-                self.made.result()  # its exception, if making the result raised
-                return future.result()
-            finally:
-                self.executor.shutdown()
-
-        return result
-
-
-def resident(task: Callable[[], object], jobs: int | None, size: int) -> Resident | None:
-    """Start `task` in a forked process that keeps its result for one more function
-    (`Resident.then`); None with one job, no fork or little work (`size` records), for the
-    caller to do the work itself."""
-    if cores(jobs) == 1 or size < FORK_AT or not can_fork():
-        return None
-    executor = pool(1, (task,))
-    return Resident(executor, executor.submit(_make_kept))
-
-
-# In a `resident` child: the result its task made.
-_KEPT: object = None
-
-
-def _make_kept() -> None:
-    global _KEPT
-    _KEPT = _GIVEN[0]()
-
-
-def _with_kept(function: Callable[..., object], *args: object) -> object:
-    return function(_KEPT, *args)
 
 
 @contextmanager

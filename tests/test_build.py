@@ -396,47 +396,6 @@ def test_background_runs_unpicklable_tasks_in_turn_in_one_forked_process():
     assert pid_one != os.getpid() or not workers.can_fork()
 
 
-def test_a_resident_process_keeps_its_result_for_the_function_given_after():
-    from generator import workers
-
-    records = tuple(range(1000))
-    kept = workers.resident(lambda: (os.getpid(), records), jobs=2, size=len(records))
-    if kept is None:
-        pytest.skip("no fork here")
-    # What it made stays there, and the function runs there: only its result comes back.
-    made_in, run_in, total = kept.then(_pid_and_sum)()
-    assert total == sum(records)
-    assert made_in == run_in != os.getpid()
-    failing = workers.resident(lambda: 1 / 0, jobs=2, size=len(records))
-    with pytest.raises(ZeroDivisionError):
-        failing.then(_pid_and_sum)()
-
-
-def _pid_and_sum(kept):
-    pid, records = kept
-    return pid, os.getpid(), sum(records)
-
-
-def test_a_rebuilds_call_graph_made_while_it_extracts_gives_what_an_empty_cache_gives(tmp_path, monkeypatch):
-    """A rebuild brings the call graph up to date in another process while it extracts,
-    parsing there the files whose facts the cache lacks: its site is byte for byte the one an
-    empty cache gives, callers and phases included."""
-    from generator import workers
-
-    monkeypatch.setattr(workers, "FORK_AT", 0)
-    root = tmp_path / "upstream"
-    caller = {"python/sglang/srt/entry.py": "from sglang.srt.server_args import check\n\ndef launch(cfg):\n    if cfg.enable_kv4:\n        check(cfg)\n"}
-    shas = make_repo(root, [CODE, {**CODE, **caller}])
-    for sha in shas:
-        build(config(), inputs_of(config(), f"git:{root}@{sha}", tmp_path / "site", tmp_path / "content", tmp_path / "cache"), jobs=2)
-    shutil.copytree(tmp_path / "content", tmp_path / "fresh-content")
-    # (The ledger the rebuild wrote is the fresh build's input: it was built at the revision.)
-    build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "fresh", tmp_path / "fresh-content", tmp_path / "fresh-cache"), jobs=1)
-    assert tree(tmp_path / "site") == tree(tmp_path / "fresh")
-    kv4 = error_id("o/r", "RuntimeError", "KV4 is not tested on non-CUDA platforms.")
-    assert "entry.py" in (tmp_path / "site" / "errors" / kv4 / "index.html").read_text()
-
-
 def test_a_deferred_pool_runs_at_a_lower_priority_than_the_build():
     """Highlighting's pool works while the build derives its records, and its excerpts are
     needed last: its processes yield the cores to the build's own and its background tasks,
