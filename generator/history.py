@@ -17,8 +17,8 @@ import shutil
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 from generator.errors import ContentError
 from generator.cache import kept
