@@ -102,7 +102,10 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         search, history_files = workers.background(
             [
                 partial(pages.history_search_files, entries, past.records, versions, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes),
-                partial(history.history_files, past.records, past.changes, None, inputs.cache_dir, upstream.revision, past.fresh, past.earlier, past.version_texts, past.ledger, past.touched),
+                partial(
+                    history.history_files, past.records, past.changes, cache_dir=inputs.cache_dir, revision=upstream.revision, fresh=past.fresh,
+                    earlier=past.earlier, texts=past.version_texts, ledger=past.ledger, touched=past.touched,
+                ),
             ],
             jobs,
             len(entries),

@@ -60,12 +60,23 @@ def load_ledger(content: Path, lines: dict[str, tuple[tuple, str]] | None = None
     `upstream.json`), so a new upstream revision rewrites only the lines of errors it changed.
     `lines`, when given, receives each record's line and what it says (`_line_key`), so that
     writing the ledger again encodes only the records that changed."""
+    return _ledger_of(content, read_ledger_files(content), lines)
+
+
+def read_ledger_files(content: Path) -> dict[str, bytes]:
+    """The bytes of the ledger's files under `content/`, by path."""
     folder = content / LEDGER_FOLDER
+    return {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
+
+
+def _ledger_of(content: Path, files: Mapping[str, bytes], lines: dict[str, tuple[tuple, str]] | None = None) -> dict[str, LedgerRecord]:
+    """`load_ledger` of the ledger's files as read (`read_ledger_files`)."""
     latest = last_built(content)
     records: dict[str, LedgerRecord] = {}
     problems = []
-    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else ():
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for relative, data in sorted(files.items()):
+        path = content / relative
+        for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
             text = line.strip()
             if not text:
                 continue
@@ -267,14 +278,12 @@ class _ReadHistory(NamedTuple):
 
 
 def _read_history(content: Path, cache_dir: Path | None) -> _ReadHistory:
-    folder = content / LEDGER_FOLDER
-    ledger = {f"{LEDGER_FOLDER}/{p.name}": p.read_bytes() for p in sorted(folder.glob("*.jsonl"))} if folder.is_dir() else {}
-    change_files = read_changes_files(content)
+    ledger, change_files = read_ledger_files(content), read_changes_files(content)
     if cache_dir is not None:
         kept_history = read_cache(_history_cache(cache_dir, {**ledger, **change_files}, last_built(content)), tuple)
         if kept_history is not None:
             return _ReadHistory(*kept_history, ledger, change_files)
-    return _ReadHistory(load_ledger(content), load_changes(content), None, ledger, change_files)
+    return _ReadHistory(_ledger_of(content, ledger), _changes_of(content, change_files), None, ledger, change_files)
 
 
 def _history_cache(cache_dir: Path, files: Mapping[str, bytes], revision: str | None) -> Path:
@@ -362,8 +371,13 @@ def last_built(content: Path) -> str | None:
 def load_changes(content: Path) -> tuple[Change, ...]:
     """The change list, newest first (`newest_first`), as the builds so far recorded it: the
     files of `changes/`, and `changes.jsonl` where earlier builds kept it whole."""
+    return _changes_of(content, read_changes_files(content))
+
+
+def _changes_of(content: Path, files: Mapping[str, bytes]) -> tuple[Change, ...]:
+    """`load_changes` of the change list's files as read (`read_changes_files`)."""
     changes = []
-    for relative, data in read_changes_files(content).items():
+    for relative, data in files.items():
         for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
             if line.strip():
                 try:
