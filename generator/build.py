@@ -101,7 +101,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # The ledger's bytes follow in that process; the shared pages have one of their own.
         search, history_files = workers.background(
             [
-                partial(pages.history_search_files, entries, past.records, versions, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes),
+                partial(pages.history_search_files, entries, past.records, versions, past.version_texts, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes),
                 partial(
                     history.history_files, past.records, past.changes, cache_dir=inputs.cache_dir, revision=upstream.revision, fresh=past.fresh,
                     earlier=past.earlier, texts=past.version_texts, ledger=past.ledger, touched=past.touched,

@@ -835,34 +835,102 @@ def retired_entries(records: Mapping[str, LedgerRecord], versions: Mapping[str, 
     exception and place, as the ledger keeps them), each with what a lookup says of it: the
     releases that raised it. A user of an old release pastes its words; the page the search
     finds says it is gone and since when."""
-    from generator.content import printed_template
-
     entries, notes = [], {}
     for error, record in sorted(records.items()):
-        if record.status != "retired" or not record.path:
-            continue
-        template = printed_template(record.message) if record.message is not None else None
-        site = Site(record.kind, record.exception, template, record.path, record.line, record.line, record.function, (), (), None, record.line, record.line)
-        entries.append(ErrorEntry(error, record.kind, record.exception, template, (site,), record.message))
-        found = versions.get(error)
-        span = release_span(found.first, found.last) if found and found.last else release_name(record.last_seen)
-        notes[error] = f"no longer raised: SGLang {span}" + (f", retired in {release_name(record.retired_in)}" if record.retired_in else "")
+        if record.status == "retired" and record.path:
+            entry, notes[error] = _retired_entry(record, versions.get(error))
+            entries.append(entry)
     return tuple(entries), notes
+
+
+def _retired_entry(record: LedgerRecord, found: Versions | None) -> tuple[ErrorEntry, str]:
+    from generator.content import printed_template
+
+    template = printed_template(record.message) if record.message is not None else None
+    site = Site(record.kind, record.exception, template, record.path, record.line, record.line, record.function, (), (), None, record.line, record.line)
+    span = release_span(found.first, found.last) if found and found.last else release_name(record.last_seen)
+    note = f"no longer raised: SGLang {span}" + (f", retired in {release_name(record.retired_in)}" if record.retired_in else "")
+    return ErrorEntry(record.id, record.kind, record.exception, template, (site,), record.message), note
 
 
 def earlier_places(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str, int, str], ...]]:
     """By id, where earlier releases raised it before it moved (path, function, line), each with
     the releases that raised it there, for the search index: a traceback from one of those
     releases points there, and its line says which."""
-    return {error: tuple((p.path, p.function, p.line, place_releases(p)) for p in found.places) for error, found in versions.items() if found.places}
+    return {error: _indexed_places(found) for error, found in versions.items() if found.places}
+
+
+def _indexed_places(found: Versions) -> tuple[tuple[str, str, int, str], ...]:
+    return tuple((p.path, p.function, p.line, place_releases(p)) for p in found.places)
 
 
 def earlier_wordings(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str], ...]]:
     """By active id, its earlier wordings (`versions_of`) as forms a lookup finds it by, each
     with what the lookup says of it: the releases that raised it and the one that reworded it."""
-    return {error: tuple((wording.message, f"matched an earlier wording, raised by {wording.releases}") for wording in found.wordings) for error, found in versions.items() if found.wordings}
+    return {error: _indexed_wordings(found) for error, found in versions.items() if found.wordings}
 
 
+def _indexed_wordings(found: Versions) -> tuple[tuple[str, str], ...]:
+    return tuple((wording.message, f"matched an earlier wording, raised by {wording.releases}") for wording in found.wordings)
+
+
+class SearchFacts(NamedTuple):
+    """What a search index knows of one id from the ledger: an error no longer raised as an
+    entry, with what a lookup says of it (`retired_entries`); its earlier wordings
+    (`earlier_wordings`); and its earlier places (`earlier_places`)."""
+
+    retired: ErrorEntry | None
+    note: str
+    wordings: tuple[tuple[str, str], ...]
+    places: tuple[tuple[str, str, int, str], ...]
+
+
+def search_facts(record: LedgerRecord, found: Versions | None) -> SearchFacts | None:
+    """`SearchFacts` of one id, from its record and its versions; None when there are none."""
+    entry, note = _retired_entry(record, found) if record.status == "retired" and record.path else (None, "")
+    wordings, places = (_indexed_wordings(found), _indexed_places(found)) if found is not None else ((), ())
+    if entry is None and not wordings and not places:
+        return None
+    return SearchFacts(entry, note, wordings, places)
+
+
+class LedgerFacts:
+    """`search_facts` of every id of the ledger, kept between builds with the search index's
+    state (`search.IndexState`), each with what it was made from: the digest of the id's
+    versions (`version_texts`) and, for an error no longer raised, its last message, place and
+    releases. A rebuild works out again only the facts of the ids whose digests changed, a few
+    dozen of 36,000, instead of every id's versions and every retired error's template."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, str] = {}
+        self.facts: dict[str, SearchFacts] = {}
+
+    def update(self, records: Mapping[str, LedgerRecord], versions: Mapping[str, Versions], texts: Mapping[str, str]) -> set[str]:
+        """Bring the facts to `records`, whose `versions` digest as `texts`; the ids whose facts
+        were made again, and those no longer in the ledger."""
+        keys, changed = {}, set()
+        for error, record in records.items():
+            key = texts[error]
+            if record.status == "retired":
+                key = f"{key}\0{record.path}\0{record.line}\0{record.function}\0{record.kind}\0{record.exception}\0{record.message}\0{record.last_seen}\0{record.retired_in}"
+            keys[error] = key
+            if self.keys.get(error) != key:
+                changed.add(error)
+                found = search_facts(record, versions.get(error))
+                if found is None:
+                    self.facts.pop(error, None)
+                else:
+                    self.facts[error] = found
+        for error in self.keys.keys() - keys.keys():
+            changed.add(error)
+            self.facts.pop(error, None)
+        self.keys = keys
+        return changed
+
+
+def ledger_facts(records: Mapping[str, LedgerRecord], versions: Mapping[str, Versions]) -> dict[str, SearchFacts]:
+    """`search_facts` of every id of `records` that has some, made from scratch."""
+    return {error: found for error, record in records.items() if (found := search_facts(record, versions.get(error))) is not None}
 
 
 def carry_curated(curated: Mapping[str, Curated], records: Mapping[str, LedgerRecord]) -> dict[str, Curated]:

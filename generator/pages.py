@@ -26,7 +26,7 @@ from generator.model import Article, Change, Curated, ErrorEntry, Family, Ledger
 from generator.progress import Progress
 
 if TYPE_CHECKING:
-    from generator.search import Known
+    from generator.search import IndexState, Known
 
 
 def output_files(
@@ -173,6 +173,7 @@ def history_search_files(
     entries: tuple[ErrorEntry, ...],
     records: Mapping[str, LedgerRecord],
     versions: Mapping[str, Versions],
+    texts: Mapping[str, str],
     printed: Mapping[str, tuple[str, ...]],
     repo: str,
     cache_dir: Path | None = None,
@@ -181,14 +182,26 @@ def history_search_files(
 ) -> list[tuple[str, bytes]]:
     """`search_files` of the errors raised now and of those no longer raised
     (`history.retired_entries`), knowing the curated `printed` forms and what the ledger's
-    `records` and their `versions` say (earlier wordings and places, retirement). Only the
-    search index reads those: made here, in the index's own process, and not on the build's
-    path (a ledger of every release holds 36,000 records)."""
-    from generator.search import Known
+    `records` and their `versions` (digested as `texts`: `history.version_texts`) say: earlier
+    wordings and places, retirement. Only the search index reads those: made here, in the
+    index's own process, and not on the build's path (a ledger of every release holds 36,000
+    records); with the cache, only for the ids whose versions or records changed."""
+    from generator import search
 
-    retired, notes = history.retired_entries(records, versions)
-    known = Known(printed, history.earlier_wordings(versions), notes, history.earlier_places(versions))
-    return search_files(entries + retired, repo, cache_dir, blobs, classes, known)
+    if cache_dir is None or blobs is None:
+        retired, known = search.Known.of_ledger(printed, history.ledger_facts(records, versions))
+        return search_files(entries + retired, repo, cache_dir, blobs, classes, known)
+    state = _index_state(cache_dir, repo)
+    files = state.update_ledger(entries, blobs, classes, printed, records, versions, texts)
+    write_state(cache_dir, "search", search.__file__, state)
+    return sorted(files.items())
+
+
+def _index_state(cache_dir: Path, repo: str) -> IndexState:
+    from generator import search
+
+    state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
+    return state if state.repo == repo else search.IndexState(repo)
 
 
 def search_files(
@@ -209,9 +222,7 @@ def search_files(
 
     if cache_dir is None or blobs is None:
         return sorted(search.search_files(entries, repo, classes, known).items())
-    state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
-    if state.repo != repo:
-        state = search.IndexState(repo)
+    state = _index_state(cache_dir, repo)
     files = state.update(entries, blobs, classes, known)
     write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())

@@ -49,7 +49,8 @@ from typing import Any
 from generator.errors import ErrorkbError
 from generator.cache import BlobState
 from generator.content import printed_template
-from generator.model import ErrorEntry, Placeholder, Site, Template
+from generator.history import LedgerFacts, SearchFacts
+from generator.model import ErrorEntry, LedgerRecord, Placeholder, Site, Template, Versions
 
 INDEX_VERSION = 6
 INDEX_DIR = "search"
@@ -609,6 +610,16 @@ class Known:
     retired: Mapping[str, str] = field(default_factory=dict)
     places: Mapping[str, tuple[tuple[str, str, int, str], ...]] = field(default_factory=dict)
 
+    @classmethod
+    def of_ledger(cls, printed: Mapping[str, tuple[str, ...]], facts: Mapping[str, SearchFacts]) -> tuple[tuple[ErrorEntry, ...], Known]:
+        """The errors no longer raised, as entries, and what an index knows beyond the sites:
+        the curated `printed` forms and the ledger's `facts` (`history.search_facts`)."""
+        retired = tuple(facts[error].retired for error in sorted(facts) if facts[error].retired is not None)
+        wordings = {error: found.wordings for error, found in facts.items() if found.wordings}
+        notes = {error: found.note for error, found in facts.items() if found.retired is not None}
+        places = {error: found.places for error, found in facts.items() if found.places}
+        return retired, cls(printed, wordings, notes, places)
+
     def forms(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """By id, each form searched beside the message, with its note: the printed forms
         (no note), then the earlier wordings."""
@@ -715,6 +726,8 @@ class IndexState(BlobState):
         self.retired: dict[str, str] = {}
         # id -> the places earlier releases raised it in, as indexed (path, function, line).
         self.places: dict[str, str] = {}
+        # What the ledger says of each id, as this index last took it in (`update_ledger`).
+        self.ledger = LedgerFacts()
 
     def update(
         self,
@@ -722,30 +735,62 @@ class IndexState(BlobState):
         blobs: Mapping[str, str] | None,
         classes: Iterable[tuple[str, tuple[str, ...]]] = (),
         known: Known | None = None,
+        learned: set[str] | None = None,
     ) -> dict[str, bytes]:
         """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
         the entries were extracted from. With the blobs of the last update, only the errors
         with a site in a file whose blob changed, or of which `known` says something else,
         are taken out and put in again, since an error is made from its sites and those alone;
-        without (None), everything is made again. `classes` (upstream's exception classes)
+        without (None), everything is made again. `learned`, when given, holds every id whose
+        ledger facts in `known` may differ from the last update's (`update_ledger`): those are
+        put in again, and only the curated forms compared. `classes` (upstream's exception classes)
         make `classes.json`, written whole."""
         self.files[f"{INDEX_DIR}/classes.json"] = classes_file(classes)
         # What this update knows beyond the sites, and the forms it searches, until it ends:
         # not part of the state kept.
         self._known = known or Known()
         self._printed = self._known.forms()
+        if learned is None:
+            # Facts taken in without `update_ledger`: what it kept says nothing of them.
+            self.ledger = LedgerFacts()
         try:
-            return self._update(entries, blobs)
+            return self._update(entries, blobs, learned)
         finally:
             del self._known, self._printed
 
-    def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None) -> dict[str, bytes]:
+    def update_ledger(
+        self,
+        entries: tuple[ErrorEntry, ...],
+        blobs: Mapping[str, str],
+        classes: Iterable[tuple[str, tuple[str, ...]]],
+        printed: Mapping[str, tuple[str, ...]],
+        records: Mapping[str, LedgerRecord],
+        versions: Mapping[str, Versions],
+        texts: Mapping[str, str],
+    ) -> dict[str, bytes]:
+        """`update` with the errors no longer raised and what the ledger's `records` say of
+        the others (`Known.of_ledger`), their `versions` digesting as `texts`
+        (`history.version_texts`): the facts of the ids whose digests are those of the last
+        update are kept (`history.LedgerFacts`), not worked out again."""
+        learned = self.ledger.update(records, versions, texts)
+        retired, known = Known.of_ledger(printed, self.ledger.facts)
+        return self.update(entries + retired, blobs, classes, known, learned)
+
+    def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None, learned: set[str] | None) -> dict[str, bytes]:
         changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
-        changed |= {entry.id for entry in entries if self.printed.get(entry.id, "") != _forms_key(self._printed.get(entry.id, ()))}
-        changed |= {entry.id for entry in entries if self.retired.get(entry.id, "") != self._known.retired.get(entry.id, "")}
-        changed |= {entry.id for entry in entries if self.places.get(entry.id, "") != _places_key(self._known.places.get(entry.id, ()))}
+        # What the index knows beyond the sites: the ledger's facts of the ids `learned` (an
+        # entry no longer raised among them), else compared for every id; the curated forms.
+        if learned is None:
+            changed |= {
+                entry.id
+                for entry in entries
+                if self.retired.get(entry.id, "") != self._known.retired.get(entry.id, "")
+                or self.places.get(entry.id, "") != _places_key(self._known.places.get(entry.id, ()))
+            }
+        changed |= learned or set()
+        changed |= {error for error in self.printed.keys() | self._printed.keys() if self.printed.get(error, "") != _forms_key(self._printed.get(error, ()))}
         put = [entry for entry in entries if entry.id in changed]
         taken = [error for error in changed if error in self.docs]
         documents = {entry.id: document_tokens(entry, self._printed.get(entry.id, ())) for entry in put}
@@ -759,9 +804,9 @@ class IndexState(BlobState):
         return self._encode(count, touched)
 
     def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
-        blobs, classes, known, printed = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._known, self._printed
+        blobs, classes, known, printed, ledger = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._known, self._printed, self.ledger
         self.__init__(self.repo)
-        self.blobs, self._known, self._printed = blobs, known, printed
+        self.blobs, self._known, self._printed, self.ledger = blobs, known, printed, ledger
         self.files[f"{INDEX_DIR}/classes.json"] = classes
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry, self._printed.get(entry.id, ())) for entry in ordered}

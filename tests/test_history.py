@@ -19,6 +19,7 @@ from generator.history import (
     earlier_places,
     earlier_wordings,
     versions_of,
+    ledger_facts,
     carry_curated,
     compare,
     ledger_files,
@@ -149,12 +150,9 @@ def test_each_run_of_releases_at_one_line_is_a_place_and_survives_the_ledger_fil
     assert [place[2:] for place in earlier_places(versions_of(read))[kv4]] == [(4, shas[0]), (4, shas[1]), (6, more[0])]
 
 
-def test_a_rebuild_works_out_again_only_the_versions_that_can_change(history, tmp_path):
-    """Issue #17's rebuilds: the texts by which pages find their versions changed are kept
-    from the build before for the ids whose records did not change, and are the same as all
-    worked out anew, through a move down the file, a gap, a comeback and a second rewording
-    (an id moved into one moved again, whose earlier ids' versions then belong to another)."""
-    shas, _, second, _, two = history
+def later_revisions(repo):
+    """Four commits after V2, in `repo`: the hook's check moved down its file, the hook gone,
+    back, and a second rewording of the KV rows check."""
     hook = V2["python/sglang/srt/arg_groups/kv_cache_hook.py"]
     shifted = {**V2, "python/sglang/srt/arg_groups/kv_cache_hook.py": "import os\n\n" + textwrap.dedent(hook)}
     gone = {**V2, "python/sglang/srt/arg_groups/kv_cache_hook.py": "import os\n"}
@@ -162,7 +160,16 @@ def test_a_rebuild_works_out_again_only_the_versions_that_can_change(history, tm
         **shifted,
         "python/sglang/srt/server_args.py": V2["python/sglang/srt/server_args.py"].replace("KV rows must match", "KV rows must equal"),
     }
-    more = make_repo(tmp_path / "later", [shifted, gone, shifted, reworded])
+    return make_repo(repo, [shifted, gone, shifted, reworded])
+
+
+def test_a_rebuild_works_out_again_only_the_versions_that_can_change(history, tmp_path):
+    """Issue #17's rebuilds: the texts by which pages find their versions changed are kept
+    from the build before for the ids whose records did not change, and are the same as all
+    worked out anew, through a move down the file, a gap, a comeback and a second rewording
+    (an id moved into one moved again, whose earlier ids' versions then belong to another)."""
+    shas, _, second, _, two = history
+    more = later_revisions(tmp_path / "later")
     records, changes = two.records, two.changes
     texts = version_texts({}, records, LedgerVersions(records, changes), None)
     for sha in more:
@@ -176,6 +183,46 @@ def test_a_rebuild_works_out_again_only_the_versions_that_can_change(history, tm
     # The second rewording moved the first's old id on to the newest: its versions say both.
     newest = next(record for record in records.values() if record.status == "active" and "must equal" in (record.message or ""))
     assert [wording.message[:18] for wording in LedgerVersions(records, changes)[newest.id].wordings] == ["dense KV rows must", "KV rows must match"]
+
+
+def test_a_kept_search_index_learns_what_the_ledger_says_as_one_made_anew(history, tmp_path):
+    """Issue #17's search of old wordings, in a rebuild: the index kept from the build before
+    works out again only the ledger's facts of the ids whose versions or records changed
+    (`history.LedgerFacts`), and gives the files an index made from scratch gives, through a
+    move down the file, a retirement, a comeback and a second rewording."""
+    from generator.search import IndexState, Known, search_files
+
+    shas, _, _, one, _ = history
+    more = later_revisions(tmp_path / "later")
+    records, changes = one.records, one.changes
+    state = IndexState("sgl-project/sglang")
+    revisions = [(tmp_path / "up", shas[1])] + [(tmp_path / "later", sha) for sha in more]
+    for number, (repo, sha) in enumerate(revisions):
+        extraction = extract_upstream(open_source(f"git:{repo}@{sha}", Config(), tmp_path / "cache"), tmp_path / "cache", jobs=1)
+        entries = group_sites(extraction.sites, extraction.upstream.repo)
+        update = update_ledger(records, entries, extraction.upstream)
+        changes = update.changes + changes
+        versions = LedgerVersions(update.records, changes)
+        texts = version_texts({}, update.records, versions, None)
+        kept = dict(state.ledger.keys)
+        files = state.update_ledger(entries, extraction.made_from(), (), {}, update.records, versions, texts)
+        retired, known = Known.of_ledger({}, ledger_facts(update.records, LedgerVersions(update.records, changes)))
+        assert files == search_files(entries + retired, "sgl-project/sglang", (), known)
+        if number:
+            # Only what the commit changed was worked out again: the ids whose lines changed,
+            # and those their versions read.
+            learned = {error for error, key in state.ledger.keys.items() if kept.get(error) != key}
+            assert learned and len(learned) < len(update.records) / 2
+        records = update.records
+    assert known.retired and known.wordings and known.places
+    # A ledger edited by hand: an error no longer raised said to be at another line, its
+    # versions the same.
+    gone = next(error for error, record in records.items() if record.status == "retired")
+    records = {**records, gone: replace(records[gone], line=records[gone].line + 40)}
+    versions = LedgerVersions(records, changes)
+    files = state.update_ledger(entries, extraction.made_from(), (), {}, records, versions, version_texts({}, records, versions, None))
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions))
+    assert files == search_files(entries + retired, "sgl-project/sglang", (), known)
 
 
 def test_a_rewording_becomes_an_alias_of_the_new_id(history):

@@ -106,7 +106,7 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
             raise ErrorkbError(f"{args.site}: no search/manifest.json; is it a site built by errorkb build?")
         return SearchIndex.of_site(args.site)
     from generator.content import printed_forms, read_content
-    from generator.history import earlier_places, earlier_wordings, load_changes, load_ledger, retired_entries, versions_of
+    from generator.history import ledger_facts, load_changes, load_ledger, versions_of
 
     config = config_of(args)
     cache_dir = cache_dir_of(args, config)
@@ -120,9 +120,9 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
     # errors no longer raised.
     records = load_ledger(Path(config.content))
     versions = versions_of(records, load_changes(Path(config.content)))
-    retired, notes = retired_entries(records, versions)
+    retired, known = Known.of_ledger(printed, ledger_facts(records, versions))
     entries = group_sites(extraction.sites, repo)
-    return SearchIndex.of_entries(entries + retired, repo, extraction.classes, Known(printed, earlier_wordings(versions), notes, earlier_places(versions)))
+    return SearchIndex.of_entries(entries + retired, repo, extraction.classes, known)
 
 
 def releases_at(args: argparse.Namespace, ids: list[str], version: str) -> dict[str, str | None]:
