@@ -79,14 +79,18 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # Which curated entries were written for older code: in another process when their
         # files must be parsed again (every one in a cold build).
         stale = articles.stale_curated(loaded, by_id, source, made_from, inputs.cache_dir, jobs)
+        # What the output folder holds: the files of the last build into it, by digest. The
+        # processes making pages send back only those that differ (`pages.as_kept`).
+        info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
+        manifest = PageManifest(inputs.cache_dir, inputs.out, info)
+        hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
+        kept_files = partial(pages.as_kept, hashes=hashes, held=manifest.holding(hashes, spare))
         # What needs only the entries runs in other processes meanwhile: related errors, and
         # the browse pages.
-        info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
         (related,) = workers.background([partial(articles.cached_related, entries, inputs.cache_dir, made_from)], jobs, len(entries))
-        (browse,) = workers.background([partial(pages.browse_files, entries, info, inputs.cache_dir)], jobs, len(entries))
+        (browse,) = workers.background([partial(kept_files, partial(pages.browse_files, entries, info, inputs.cache_dir))], jobs, len(entries))
         # Which entries may have changed since the last build, and the files whose blobs did:
         # their excerpts are highlighted on every core from now on.
-        manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         state = articles.ArticleState.kept(inputs.cache_dir)
         changed, new_files = state.changed(manifest.salt, entries, made_from)
         highlighting = Highlighting(source, entries, inputs.cache_dir)
@@ -101,7 +105,10 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # The ledger's bytes follow in that process; the shared pages have one of their own.
         search, history_files = workers.background(
             [
-                partial(pages.history_search_files, entries, past.records, versions, past.version_texts, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes),
+                partial(
+                    kept_files,
+                    partial(pages.history_search_files, entries, past.records, versions, past.version_texts, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes),
+                ),
                 partial(
                     history.history_files, past.records, past.changes, cache_dir=inputs.cache_dir, revision=upstream.revision, fresh=past.fresh,
                     earlier=past.earlier, texts=past.version_texts, ledger=past.ledger, touched=past.touched,
@@ -121,17 +128,16 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         # waits for both.
         routes = routes()
         (shared,) = workers.background(
-            [partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records), inputs.cache_dir, routes)],
+            [partial(kept_files, partial(pages.listed_files, entries, curated, past.inactive, info, past.changes, history.revisions_of(past.records), inputs.cache_dir, routes))],
             jobs,
             len(entries),
         )
-        (family_pages,) = workers.background([partial(pages.family_files, families, by_id, info)], jobs, len(entries))
+        (family_pages,) = workers.background([partial(kept_files, partial(pages.family_files, families, by_id, info))], jobs, len(entries))
         # Derive and plan: every page's digest; only pages whose digest changed are rendered.
         from generator.flags import servers_of
 
         pins = history.pinned_upstreams(past.records, upstream)
         derived = articles.derive_all(state, changed, upstream, entries, made_from, curated, past, inputs.cache_dir, related, manifest, stale, pins, servers_of(source, inputs.cache_dir), families, versions, routes)
-        hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
         unchanged = manifest.unchanged(derived.digests, hashes, spare)
         rendered = derived.articles(derived.digests.keys() - unchanged)
         found = articles.page_excerpts(rendered, highlighting, jobs)

@@ -24,6 +24,7 @@ from generator.files import read_cache, state_bytes, write_cache
 from generator.highlight import Excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, Family, LedgerRecord, Versions
 from generator.progress import Progress
+from generator.publish import file_digest
 
 if TYPE_CHECKING:
     from generator.search import IndexState, Known
@@ -54,6 +55,18 @@ def output_files(
     yield from _render_errors(articles, info, jobs, found or {})
     for files in made:
         yield from files()
+
+
+def as_kept(
+    make: Callable[[], Iterable[tuple[str, bytes]]], hashes: Mapping[str, str], held: Callable[[str], bool]
+) -> list[tuple[str, bytes | None]]:
+    """`make()`'s files, each that the output folder holds with the same bytes as None ("the
+    previous build's file", as `output_files` gives unchanged pages), `hashes` being the
+    digests of the site's files and `held` telling whether it holds one
+    (`plan.PageManifest.holding`). Made in another process, a rebuild's browse pages, search
+    index and shared pages send back what changed, not 60 MB, and `publish` links the rest
+    as it would have."""
+    return [(path, None if (digest := hashes.get(path)) is not None and digest == file_digest(data) and held(path) else data) for path, data in make()]
 
 
 def _render_errors(

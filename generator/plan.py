@@ -14,7 +14,7 @@ import json
 import operator
 import os
 import pickle
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
 from pathlib import Path
 from generator import history, render
@@ -131,7 +131,18 @@ class PageManifest:
         if previous.get("salt") != self.salt or not isinstance(previous.get("pages"), dict):
             return frozenset()
         pages = previous["pages"]
-        hashes = hashes or {}
+        held = self.holding(hashes or {}, spare)
+        return frozenset(
+            error
+            for error, digest in digests.items()
+            if pages.get(error) == digest and held(f"errors/{error}/index.html") and held(f"api/errors/{error}.json")
+        )
+
+    def holding(self, hashes: Mapping[str, str], spare: Mapping[str, str] | None) -> Callable[[str], bool]:
+        """Whether the output folder holds a file, by path, given the digests of the site's
+        files (`file_hashes`) and of the spare tree's (`spare_hashes`): a file the spare holds
+        as the site does is not looked for in the site, since that tree, brought up to date,
+        becomes the new site (`publish.publish`)."""
         kept = spare if reuses_spare(self.out, hashes, spare) else {}
         # Plain strings: pathlib's objects cost more than the 54,000 stat calls themselves.
         out = str(self.out)
@@ -140,11 +151,7 @@ class PageManifest:
             digest = hashes.get(relative)
             return (digest is not None and kept.get(relative) == digest) or os.path.isfile(f"{out}/{relative}")
 
-        return frozenset(
-            error
-            for error, digest in digests.items()
-            if pages.get(error) == digest and held(f"errors/{error}/index.html") and held(f"api/errors/{error}.json")
-        )
+        return held
 
     def file_hashes(self) -> dict[str, str]:
         """The digest of every file the last build wrote into `out`, by path."""

@@ -169,6 +169,37 @@ def test_builds_of_other_sources_sharing_one_cache_give_what_an_empty_cache_give
         assert tree(tmp_path / content) == tree(fresh_content), (number, content)
 
 
+def test_pages_made_apart_come_back_only_where_the_site_differs_and_a_rebuild_restores_deleted_ones(tmp_path):
+    """The browse pages, search index and shared pages are made in other processes, which send
+    back as None ("the previous build's file") what the output folder already holds with the
+    same bytes (`pages.as_kept`): a file deleted from the site by hand, or whose bytes changed,
+    comes back whole, and the rebuild is the site an empty cache gives."""
+    from generator.pages import as_kept
+    from generator.publish import file_digest
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "same.html").write_bytes(b"same")
+    (site / "gone.html").write_bytes(b"gone")
+    hashes = {name: file_digest(data) for name, data in [("same.html", b"same"), ("gone.html", b"gone"), ("other.html", b"before")]}
+    (site / "gone.html").unlink()
+    made = [("same.html", b"same"), ("gone.html", b"gone"), ("other.html", b"after"), ("new.html", b"new")]
+    assert as_kept(lambda: made, hashes, lambda path: (site / path).is_file()) == [
+        ("same.html", None), ("gone.html", b"gone"), ("other.html", b"after"), ("new.html", b"new"),
+    ]
+    root = tmp_path / "up"
+    shas = make_repo(root, [TOP_K, TOP_K_NEXT])
+    (tmp_path / "content").mkdir()
+    build(config(), inputs_of(config(), f"git:{root}@{shas[0]}", tmp_path / "out", tmp_path / "content", tmp_path / "cache"), jobs=1)
+    fresh_content = tmp_path / "fresh-content"
+    shutil.copytree(tmp_path / "content", fresh_content)
+    for deleted in ("index.html", "search/manifest.json", "modules/index.html", "api/errors/index.json"):
+        (tmp_path / "out" / deleted).unlink()
+    build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "out", tmp_path / "content", tmp_path / "cache"), jobs=1)
+    build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "fresh", fresh_content, tmp_path / "fresh-cache"), jobs=1)
+    assert tree(tmp_path / "out") == tree(tmp_path / "fresh")
+
+
 def test_an_error_only_sglangs_tests_raise_says_so_in_its_page_and_document(tmp_path):
     """Test-only errors keep their pages and documents, which say plainly where they come
     from; product errors carry no such notice, and coverage counts product errors only."""
