@@ -84,7 +84,8 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         info = render.OutputInfo(upstream, inputs.base_url, inputs.report_url)
         manifest = PageManifest(inputs.cache_dir, inputs.out, info)
         hashes, spare = manifest.file_hashes(), manifest.spare_hashes()
-        kept_files = partial(pages.as_kept, hashes=hashes, held=manifest.holding(hashes, spare))
+        holds = pages.site_holds(hashes, manifest.holding(hashes, spare))
+        kept_files = partial(pages.as_kept, holds=holds)
         # What needs only the entries runs in other processes meanwhile: related errors, and
         # the browse pages.
         (related,) = workers.background([partial(articles.cached_related, entries, inputs.cache_dir, made_from)], jobs, len(entries))
@@ -106,8 +107,7 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
         search, history_files = workers.background(
             [
                 partial(
-                    kept_files,
-                    partial(pages.history_search_files, entries, past.records, versions, past.version_texts, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes),
+                    pages.history_search_files, entries, past.records, versions, past.version_texts, printed_forms(loaded), repo, inputs.cache_dir, made_from, extraction.classes, holds,
                 ),
                 partial(
                     history.history_files, past.records, past.changes, cache_dir=inputs.cache_dir, revision=upstream.revision, fresh=past.fresh,

@@ -864,6 +864,26 @@ def _indexed_places(found: Versions) -> tuple[tuple[str, str, int, str], ...]:
     return tuple((p.path, p.function, p.line, place_releases(p)) for p in found.places)
 
 
+class EarlierPlaces(Mapping):
+    """`earlier_places` of `versions`, each worked out when asked for: a rebuild's search index
+    asks for those of the few errors it puts in again."""
+
+    def __init__(self, versions: Mapping[str, Versions]) -> None:
+        self.versions = versions
+
+    def __getitem__(self, error: str) -> tuple[tuple[str, str, int, str], ...]:
+        found = self.versions.get(error)
+        if found is None or not found.places:
+            raise KeyError(error)
+        return _indexed_places(found)
+
+    def __iter__(self):
+        return (error for error, found in self.versions.items() if found.places)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def earlier_wordings(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str], ...]]:
     """By active id, its earlier wordings (`versions_of`) as forms a lookup finds it by, each
     with what the lookup says of it: the releases that raised it and the one that reworded it."""
@@ -875,23 +895,22 @@ def _indexed_wordings(found: Versions) -> tuple[tuple[str, str], ...]:
 
 
 class SearchFacts(NamedTuple):
-    """What a search index knows of one id from the ledger: an error no longer raised as an
-    entry, with what a lookup says of it (`retired_entries`); its earlier wordings
-    (`earlier_wordings`); and its earlier places (`earlier_places`)."""
+    """What a search index knows of one id from the ledger beyond its places (`EarlierPlaces`):
+    an error no longer raised as an entry, with what a lookup says of it (`retired_entries`);
+    and its earlier wordings (`earlier_wordings`)."""
 
     retired: ErrorEntry | None
     note: str
     wordings: tuple[tuple[str, str], ...]
-    places: tuple[tuple[str, str, int, str], ...]
 
 
 def search_facts(record: LedgerRecord, found: Versions | None) -> SearchFacts | None:
     """`SearchFacts` of one id, from its record and its versions; None when there are none."""
     entry, note = _retired_entry(record, found) if record.status == "retired" and record.path else (None, "")
-    wordings, places = (_indexed_wordings(found), _indexed_places(found)) if found is not None else ((), ())
-    if entry is None and not wordings and not places:
+    wordings = _indexed_wordings(found) if found is not None else ()
+    if entry is None and not wordings:
         return None
-    return SearchFacts(entry, note, wordings, places)
+    return SearchFacts(entry, note, wordings)
 
 
 class LedgerFacts:
@@ -899,7 +918,8 @@ class LedgerFacts:
     state (`search.IndexState`), each with what it was made from: the digest of the id's
     versions (`version_texts`) and, for an error no longer raised, its last message, place and
     releases. A rebuild works out again only the facts of the ids whose digests changed, a few
-    dozen of 36,000, instead of every id's versions and every retired error's template."""
+    dozen of 36,000, instead of every id's versions and every retired error's template; and
+    the ids it returns are those whose earlier places may have changed too."""
 
     def __init__(self) -> None:
         self.keys: dict[str, str] = {}

@@ -15,7 +15,6 @@ from functools import partial
 from importlib.metadata import version as package_version
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from generator import api, audit, derive, history, render, workers
 from generator.articles import family_members, joined
@@ -25,9 +24,6 @@ from generator.highlight import Excerpts
 from generator.model import Article, Change, Curated, ErrorEntry, Family, LedgerRecord, Versions
 from generator.progress import Progress
 from generator.publish import file_digest
-
-if TYPE_CHECKING:
-    from generator.search import IndexState, Known
 
 
 def output_files(
@@ -57,16 +53,19 @@ def output_files(
         yield from files()
 
 
-def as_kept(
-    make: Callable[[], Iterable[tuple[str, bytes]]], hashes: Mapping[str, str], held: Callable[[str], bool]
-) -> list[tuple[str, bytes | None]]:
-    """`make()`'s files, each that the output folder holds with the same bytes as None ("the
-    previous build's file", as `output_files` gives unchanged pages), `hashes` being the
-    digests of the site's files and `held` telling whether it holds one
-    (`plan.PageManifest.holding`). Made in another process, a rebuild's browse pages, search
-    index and shared pages send back what changed, not 60 MB, and `publish` links the rest
-    as it would have."""
-    return [(path, None if (digest := hashes.get(path)) is not None and digest == file_digest(data) and held(path) else data) for path, data in make()]
+def site_holds(hashes: Mapping[str, str], held: Callable[[str], bool]) -> Callable[[str, str | None], bool]:
+    """Whether the output folder holds a file with the bytes of a digest (`file_digest`), by
+    path and digest, `hashes` being the digests of the site's files and `held` telling whether
+    it holds one (`plan.PageManifest.holding`)."""
+    return lambda path, digest: digest is not None and hashes.get(path) == digest and held(path)
+
+
+def as_kept(make: Callable[[], Iterable[tuple[str, bytes]]], holds: Callable[[str, str | None], bool]) -> list[tuple[str, bytes | None]]:
+    """`make()`'s files, each that the output folder `holds` (`site_holds`) as None ("the
+    previous build's file", as `output_files` gives unchanged pages). Made in another process,
+    a rebuild's browse and shared pages send back what changed, not 50 MB, and `publish`
+    links the rest as it would have."""
+    return [(path, None if holds(path, file_digest(data)) else data) for path, data in make()]
 
 
 def _render_errors(
@@ -192,50 +191,28 @@ def history_search_files(
     cache_dir: Path | None = None,
     blobs: Mapping[str, str] | None = None,
     classes: tuple = (),
-) -> list[tuple[str, bytes]]:
-    """`search_files` of the errors raised now and of those no longer raised
-    (`history.retired_entries`), knowing the curated `printed` forms and what the ledger's
-    `records` and their `versions` (digested as `texts`: `history.version_texts`) say: earlier
-    wordings and places, retirement. Only the search index reads those: made here, in the
-    index's own process, and not on the build's path (a ledger of every release holds 36,000
-    records); with the cache, only for the ids whose versions or records changed."""
+    holds: Callable[[str, str], bool] | None = None,
+) -> list[tuple[str, bytes | None]]:
+    """The search index's files, sorted by path, of the errors raised now and of those no
+    longer raised (`history.retired_entries`), knowing the curated `printed` forms and what
+    the ledger's `records` and their `versions` (digested as `texts`: `history.version_texts`)
+    say: earlier wordings and places, retirement. Only the search index reads those: made
+    here, in the index's own process, and not on the build's path (a ledger of every release
+    holds 36,000 records). `classes` are upstream's exception classes
+    (`model.Extraction.classes`).
+
+    With `cache_dir` and the entries' `blobs` (path -> blob sha), the index's state stays in
+    the cache between builds (`search.IndexState`), and only the errors with a site in a
+    changed file, or whose versions or records changed, are indexed again; a file the output
+    folder `holds` with the bytes it would have (`site_holds`) comes as None."""
     from generator import search
 
     if cache_dir is None or blobs is None:
-        retired, known = search.Known.of_ledger(printed, history.ledger_facts(records, versions))
-        return search_files(entries + retired, repo, cache_dir, blobs, classes, known)
-    state = _index_state(cache_dir, repo)
-    files = state.update_ledger(entries, blobs, classes, printed, records, versions, texts)
-    write_state(cache_dir, "search", search.__file__, state)
-    return sorted(files.items())
-
-
-def _index_state(cache_dir: Path, repo: str) -> IndexState:
-    from generator import search
-
+        retired, known = search.Known.of_ledger(printed, history.ledger_facts(records, versions), versions)
+        return sorted(search.search_files(entries + retired, repo, classes, known).items())
     state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
-    return state if state.repo == repo else search.IndexState(repo)
-
-
-def search_files(
-    entries: tuple[ErrorEntry, ...],
-    repo: str,
-    cache_dir: Path | None = None,
-    blobs: Mapping[str, str] | None = None,
-    classes: tuple = (),
-    known: Known | None = None,
-) -> list[tuple[str, bytes]]:
-    """The search index's files, sorted by path. With `cache_dir` and the entries' `blobs`
-    (path -> blob sha), the index's state stays in the cache between builds, and only the
-    errors with a site in a changed file, or of which `known` says something else (printed
-    forms, earlier wordings and places, retirement: `search.Known`), are indexed again
-    (`search.IndexState`); `entries` may hold errors no longer raised. `classes` are
-    upstream's exception classes (`model.Extraction.classes`)."""
-    from generator import search
-
-    if cache_dir is None or blobs is None:
-        return sorted(search.search_files(entries, repo, classes, known).items())
-    state = _index_state(cache_dir, repo)
-    files = state.update(entries, blobs, classes, known)
+    if state.repo != repo:
+        state = search.IndexState(repo)
+    files = state.update_ledger(entries, blobs, classes, printed, records, versions, texts, holds)
     write_state(cache_dir, "search", search.__file__, state)
     return sorted(files.items())

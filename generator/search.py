@@ -49,8 +49,9 @@ from typing import Any
 from generator.errors import ErrorkbError
 from generator.cache import BlobState
 from generator.content import printed_template
-from generator.history import LedgerFacts, SearchFacts
+from generator.history import EarlierPlaces, LedgerFacts, SearchFacts
 from generator.model import ErrorEntry, LedgerRecord, Placeholder, Site, Template, Versions
+from generator.publish import file_digest
 
 INDEX_VERSION = 6
 INDEX_DIR = "search"
@@ -611,14 +612,16 @@ class Known:
     places: Mapping[str, tuple[tuple[str, str, int, str], ...]] = field(default_factory=dict)
 
     @classmethod
-    def of_ledger(cls, printed: Mapping[str, tuple[str, ...]], facts: Mapping[str, SearchFacts]) -> tuple[tuple[ErrorEntry, ...], Known]:
+    def of_ledger(
+        cls, printed: Mapping[str, tuple[str, ...]], facts: Mapping[str, SearchFacts], versions: Mapping[str, Versions]
+    ) -> tuple[tuple[ErrorEntry, ...], Known]:
         """The errors no longer raised, as entries, and what an index knows beyond the sites:
-        the curated `printed` forms and the ledger's `facts` (`history.search_facts`)."""
+        the curated `printed` forms, the ledger's `facts` (`history.search_facts`) and the
+        earlier places its `versions` say (`history.EarlierPlaces`)."""
         retired = tuple(facts[error].retired for error in sorted(facts) if facts[error].retired is not None)
         wordings = {error: found.wordings for error, found in facts.items() if found.wordings}
         notes = {error: found.note for error, found in facts.items() if found.retired is not None}
-        places = {error: found.places for error, found in facts.items() if found.places}
-        return retired, cls(printed, wordings, notes, places)
+        return retired, cls(printed, wordings, notes, EarlierPlaces(versions))
 
     def forms(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """By id, each form searched beside the message, with its note: the printed forms
@@ -716,7 +719,9 @@ class IndexState(BlobState):
         self.sites: list[dict[str, dict[str, str]]] = [{} for _ in range(FILE_BUCKETS)]
         self.functions: list[dict[str, dict[str, str]]] = [{} for _ in range(FUNCTION_BUCKETS)]
         self.titles: list[dict[str, str]] = [{} for _ in range(ENTRY_BUCKETS)]
-        self.files: dict[str, bytes] = {}
+        # Each file's digest (`publish.file_digest`) as last encoded, by path: not its bytes,
+        # which the output folder holds (`update`'s `holds`).
+        self.digests: dict[str, str] = {}
         # id -> its curated printed forms and earlier wordings (each with its note after a
         # SOH), joined by NUL, and the (key, shard) of each one's template row, keyed `id NUL n`
         # beside the id's own row.
@@ -736,7 +741,8 @@ class IndexState(BlobState):
         classes: Iterable[tuple[str, tuple[str, ...]]] = (),
         known: Known | None = None,
         learned: set[str] | None = None,
-    ) -> dict[str, bytes]:
+        holds: Callable[[str, str | None], bool] | None = None,
+    ) -> dict[str, bytes | None]:
         """The index of `entries`, every file by path; `blobs` (path -> blob sha) are those
         the entries were extracted from. With the blobs of the last update, only the errors
         with a site in a file whose blob changed, or of which `known` says something else,
@@ -744,19 +750,24 @@ class IndexState(BlobState):
         without (None), everything is made again. `learned`, when given, holds every id whose
         ledger facts in `known` may differ from the last update's (`update_ledger`): those are
         put in again, and only the curated forms compared. `classes` (upstream's exception classes)
-        make `classes.json`, written whole."""
-        self.files[f"{INDEX_DIR}/classes.json"] = classes_file(classes)
+        make `classes.json`, written whole.
+
+        A file this update need not encode again (no error in it changed) comes as None when
+        the output folder `holds` it with the bytes it had (by path and digest: `pages.site_holds`);
+        without `holds`, every file is encoded."""
+        self._classes = classes_file(classes)
         # What this update knows beyond the sites, and the forms it searches, until it ends:
         # not part of the state kept.
         self._known = known or Known()
         self._printed = self._known.forms()
+        self._holds = holds
         if learned is None:
             # Facts taken in without `update_ledger`: what it kept says nothing of them.
             self.ledger = LedgerFacts()
         try:
             return self._update(entries, blobs, learned)
         finally:
-            del self._known, self._printed
+            del self._known, self._printed, self._holds, self._classes
 
     def update_ledger(
         self,
@@ -767,16 +778,17 @@ class IndexState(BlobState):
         records: Mapping[str, LedgerRecord],
         versions: Mapping[str, Versions],
         texts: Mapping[str, str],
-    ) -> dict[str, bytes]:
+        holds: Callable[[str, str | None], bool] | None = None,
+    ) -> dict[str, bytes | None]:
         """`update` with the errors no longer raised and what the ledger's `records` say of
         the others (`Known.of_ledger`), their `versions` digesting as `texts`
         (`history.version_texts`): the facts of the ids whose digests are those of the last
         update are kept (`history.LedgerFacts`), not worked out again."""
         learned = self.ledger.update(records, versions, texts)
-        retired, known = Known.of_ledger(printed, self.ledger.facts)
-        return self.update(entries + retired, blobs, classes, known, learned)
+        retired, known = Known.of_ledger(printed, self.ledger.facts, versions)
+        return self.update(entries + retired, blobs, classes, known, learned, holds)
 
-    def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None, learned: set[str] | None) -> dict[str, bytes]:
+    def _update(self, entries: tuple[ErrorEntry, ...], blobs: Mapping[str, str] | None, learned: set[str] | None) -> dict[str, bytes | None]:
         changed = self.since(entries, blobs)
         if changed is None:
             return self._remake(entries)
@@ -803,21 +815,16 @@ class IndexState(BlobState):
         self._restop(_stop(count), touched)
         return self._encode(count, touched)
 
-    def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes]:
-        blobs, classes, known, printed, ledger = self.blobs, self.files[f"{INDEX_DIR}/classes.json"], self._known, self._printed, self.ledger
+    def _remake(self, entries: tuple[ErrorEntry, ...]) -> dict[str, bytes | None]:
+        blobs, ledger = self.blobs, self.ledger
         self.__init__(self.repo)
-        self.blobs, self._known, self._printed, self.ledger = blobs, known, printed, ledger
-        self.files[f"{INDEX_DIR}/classes.json"] = classes
+        self.blobs, self.ledger = blobs, ledger
         ordered = sorted(entries, key=lambda e: e.id)
         documents = {entry.id: document_tokens(entry, self._printed.get(entry.id, ())) for entry in ordered}
         self.stop = _stop(len(ordered))
         touched = _Touched()
         self._put(ordered, documents, touched)
         self._close()
-        touched.tokens.update(range(TOKEN_BUCKETS + 1))
-        touched.files.update(range(FILE_BUCKETS))
-        touched.functions.update(range(FUNCTION_BUCKETS))
-        touched.titles.update(range(ENTRY_BUCKETS))
         return self._encode(len(ordered), touched)
 
     def _take(self, error: str, touched: _Touched) -> None:
@@ -995,28 +1002,39 @@ class IndexState(BlobState):
             touched.words.update(word for word, count in self.counts.items() if low < count <= high)
             self.stop = stop
 
-    def _encode(self, count: int, touched: _Touched) -> dict[str, bytes]:
+    def _encode(self, count: int, touched: _Touched) -> dict[str, bytes | None]:
         touched.tokens.update(bucket(word, TOKEN_BUCKETS) for word in touched.words)
+        files: dict[str, bytes | None] = {}
+        # The shards no error of this update is in, the output folder holding them as last
+        # encoded: not encoded again. Any other is, and every one without `holds`.
+        for kind, numbers, count_of in (("t", touched.tokens, TOKEN_BUCKETS + 1), ("f", touched.files, FILE_BUCKETS), ("g", touched.functions, FUNCTION_BUCKETS), ("e", touched.titles, ENTRY_BUCKETS)):
+            for number in range(count_of):
+                if number in numbers:
+                    continue
+                path = _shard_path(kind, number)
+                if self._holds is not None and self._holds(path, self.digests.get(path)):
+                    files[path] = None
+                else:
+                    numbers.add(number)
         for number in touched.tokens:
             words = sorted(self.words[number]) if number < TOKEN_BUCKETS else ()
             postings = ",".join(f"{_quote(word)}:[{self.postings[word]}]" for word in words if self.counts[word] <= self.stop)
             rows = self.templates[number]
-            name = "none" if number == TOKEN_BUCKETS else str(number)
             # What `encode` makes of {"postings": ..., "templates": [...]}, from text kept.
-            text = f'{{"postings":{{{postings}}},"templates":[{",".join(rows[e] for e in sorted(rows))}]}}\n'
-            self.files[f"{INDEX_DIR}/t/{name}.json"] = text.encode()
+            files[_shard_path("t", number)] = f'{{"postings":{{{postings}}},"templates":[{",".join(rows[e] for e in sorted(rows))}]}}\n'.encode()
         for number in touched.files:
             shard = self.sites[number]
             paths = (f"{_quote(path)}:[{','.join(rows[e] for e in sorted(rows))}]" for path, rows in sorted(shard.items()))
-            self.files[f"{INDEX_DIR}/f/{number}.json"] = f"{{{','.join(paths)}}}\n".encode()
+            files[_shard_path("f", number)] = f"{{{','.join(paths)}}}\n".encode()
         for number in touched.functions:
             shard = self.functions[number]
             names = (f"{_quote(name)}:[{','.join(rows[e] for e in sorted(rows))}]" for name, rows in sorted(shard.items()))
-            self.files[f"{INDEX_DIR}/g/{number}.json"] = f"{{{','.join(names)}}}\n".encode()
+            files[_shard_path("g", number)] = f"{{{','.join(names)}}}\n".encode()
         for number in touched.titles:
             titles = self.titles[number]
-            self.files[f"{INDEX_DIR}/e/{number}.json"] = f"{{{','.join(titles[e] for e in sorted(titles))}}}\n".encode()
-        self.files[f"{INDEX_DIR}/manifest.json"] = encode(
+            files[_shard_path("e", number)] = f"{{{','.join(titles[e] for e in sorted(titles))}}}\n".encode()
+        files[f"{INDEX_DIR}/classes.json"] = self._classes
+        files[f"{INDEX_DIR}/manifest.json"] = encode(
             {
                 "version": INDEX_VERSION,
                 "repo": self.repo,
@@ -1037,7 +1055,14 @@ class IndexState(BlobState):
                 "confident_start": CONFIDENT_START,
             }
         )
-        return dict(self.files)
+        self.digests.update((path, file_digest(data)) for path, data in files.items() if data is not None)
+        return files
+
+
+def _shard_path(kind: str, number: int) -> str:
+    """A shard's file: `t/<n>.json` (`t/none.json` for the templates without an anchor),
+    `f/`, `g/` or `e/` and its number."""
+    return f"{INDEX_DIR}/{kind}/{'none' if kind == 't' and number == TOKEN_BUCKETS else number}.json"
 
 
 def _forms_key(forms: Iterable[tuple[str, str]]) -> str:

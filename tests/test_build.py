@@ -172,9 +172,9 @@ def test_builds_of_other_sources_sharing_one_cache_give_what_an_empty_cache_give
 def test_pages_made_apart_come_back_only_where_the_site_differs_and_a_rebuild_restores_deleted_ones(tmp_path):
     """The browse pages, search index and shared pages are made in other processes, which send
     back as None ("the previous build's file") what the output folder already holds with the
-    same bytes (`pages.as_kept`): a file deleted from the site by hand, or whose bytes changed,
-    comes back whole, and the rebuild is the site an empty cache gives."""
-    from generator.pages import as_kept
+    same bytes (`pages.as_kept`, `search.IndexState`): a file deleted from the site by hand, or
+    whose bytes changed, comes back whole, and the rebuild is the site an empty cache gives."""
+    from generator.pages import as_kept, site_holds
     from generator.publish import file_digest
 
     site = tmp_path / "site"
@@ -184,7 +184,7 @@ def test_pages_made_apart_come_back_only_where_the_site_differs_and_a_rebuild_re
     hashes = {name: file_digest(data) for name, data in [("same.html", b"same"), ("gone.html", b"gone"), ("other.html", b"before")]}
     (site / "gone.html").unlink()
     made = [("same.html", b"same"), ("gone.html", b"gone"), ("other.html", b"after"), ("new.html", b"new")]
-    assert as_kept(lambda: made, hashes, lambda path: (site / path).is_file()) == [
+    assert as_kept(lambda: made, site_holds(hashes, lambda path: (site / path).is_file())) == [
         ("same.html", None), ("gone.html", b"gone"), ("other.html", b"after"), ("new.html", b"new"),
     ]
     root = tmp_path / "up"
@@ -193,7 +193,7 @@ def test_pages_made_apart_come_back_only_where_the_site_differs_and_a_rebuild_re
     build(config(), inputs_of(config(), f"git:{root}@{shas[0]}", tmp_path / "out", tmp_path / "content", tmp_path / "cache"), jobs=1)
     fresh_content = tmp_path / "fresh-content"
     shutil.copytree(tmp_path / "content", fresh_content)
-    for deleted in ("index.html", "search/manifest.json", "modules/index.html", "api/errors/index.json"):
+    for deleted in ("index.html", "search/manifest.json", "search/e/0.json", "search/t/3.json", "modules/index.html", "api/errors/index.json"):
         (tmp_path / "out" / deleted).unlink()
     build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "out", tmp_path / "content", tmp_path / "cache"), jobs=1)
     build(config(), inputs_of(config(), f"git:{root}@{shas[1]}", tmp_path / "fresh", fresh_content, tmp_path / "fresh-cache"), jobs=1)

@@ -206,7 +206,7 @@ def test_a_kept_search_index_learns_what_the_ledger_says_as_one_made_anew(histor
         texts = version_texts({}, update.records, versions, None)
         kept = dict(state.ledger.keys)
         files = state.update_ledger(entries, extraction.made_from(), (), {}, update.records, versions, texts)
-        retired, known = Known.of_ledger({}, ledger_facts(update.records, LedgerVersions(update.records, changes)))
+        retired, known = Known.of_ledger({}, ledger_facts(update.records, versions), versions)
         assert files == search_files(entries + retired, "sgl-project/sglang", (), known)
         if number:
             # Only what the commit changed was worked out again: the ids whose lines changed,
@@ -221,7 +221,7 @@ def test_a_kept_search_index_learns_what_the_ledger_says_as_one_made_anew(histor
     records = {**records, gone: replace(records[gone], line=records[gone].line + 40)}
     versions = LedgerVersions(records, changes)
     files = state.update_ledger(entries, extraction.made_from(), (), {}, records, versions, version_texts({}, records, versions, None))
-    retired, known = Known.of_ledger({}, ledger_facts(records, versions))
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
     assert files == search_files(entries + retired, "sgl-project/sglang", (), known)
 
 

@@ -140,6 +140,34 @@ def test_errors_added_leave_the_others_scores_as_they_were() -> None:
     assert {key: after[key] for key in before} == before
 
 
+def test_files_the_site_holds_as_encoded_are_not_encoded_again(incremental_only) -> None:
+    """A rebuild's index encodes again only the shards an error changed in, and those the
+    output folder does not hold with the bytes they had (`holds`, by path and digest): the
+    state keeps digests, not files. The rest come as None, the site's own file."""
+    from generator.publish import file_digest
+
+    first, first_blobs = tree(FIRST)
+    second, second_blobs = tree(SECOND)
+    state = IndexState(REPO)
+    site = dict(state.update(first, first_blobs))
+    state = pickle.loads(state_bytes(state))
+    incremental_only(state)
+
+    def holds(path, digest):
+        return path in site and file_digest(site[path]) == digest
+
+    del site["search/e/0.json"]
+    files = state.update(second, second_blobs, holds=holds)
+    expected = search_files(second, REPO)
+    assert files.keys() == expected.keys()
+    encoded = {path for path, data in files.items() if data is not None}
+    assert all(files[path] == expected[path] for path in encoded)
+    assert all(site[path] == expected[path] for path in files.keys() - encoded)
+    # The shard the site lost, the manifest and the classes, and the few an error changed in.
+    assert {"search/e/0.json", "search/manifest.json", "search/classes.json"} < encoded
+    assert len(encoded) < len(files) / 4
+
+
 def test_unchanged_blobs_keep_their_errors_untouched(incremental_only) -> None:
     """An error is made from its sites alone: with every blob the same, nothing is indexed
     again, and the files are those of the last update."""

@@ -120,7 +120,7 @@ def index_of(args: argparse.Namespace) -> SearchIndex:
     # errors no longer raised.
     records = load_ledger(Path(config.content))
     versions = versions_of(records, load_changes(Path(config.content)))
-    retired, known = Known.of_ledger(printed, ledger_facts(records, versions))
+    retired, known = Known.of_ledger(printed, ledger_facts(records, versions), versions)
     entries = group_sites(extraction.sites, repo)
     return SearchIndex.of_entries(entries + retired, repo, extraction.classes, known)
 
