@@ -191,7 +191,7 @@ def history_search_files(
     cache_dir: Path | None = None,
     blobs: Mapping[str, str] | None = None,
     classes: tuple = (),
-    holds: Callable[[str, str], bool] | None = None,
+    holds: Callable[[str, str | None], bool] | None = None,
 ) -> list[tuple[str, bytes | None]]:
     """The search index's files, sorted by path, of the errors raised now and of those no
     longer raised (`history.retired_entries`), knowing the curated `printed` forms and what
