@@ -830,20 +830,11 @@ def revisions_of(records: Mapping[str, LedgerRecord]) -> tuple[str, ...]:
     return tuple(sorted(named - {None, ""}))
 
 
-def retired_entries(records: Mapping[str, LedgerRecord], versions: Mapping[str, Versions]) -> tuple[tuple[ErrorEntry, ...], dict[str, str]]:
-    """The errors no longer raised, as entries a search index takes (their last message,
-    exception and place, as the ledger keeps them), each with what a lookup says of it: the
-    releases that raised it. A user of an old release pastes its words; the page the search
-    finds says it is gone and since when."""
-    entries, notes = [], {}
-    for error, record in sorted(records.items()):
-        if record.status == "retired" and record.path:
-            entry, notes[error] = _retired_entry(record, versions.get(error))
-            entries.append(entry)
-    return tuple(entries), notes
-
-
 def _retired_entry(record: LedgerRecord, found: Versions | None) -> tuple[ErrorEntry, str]:
+    """An error no longer raised as an entry a search index takes (its last message, exception
+    and place, as the ledger keeps them), with what a lookup says of it: the releases that
+    raised it. A user of an old release pastes its words; the page the search finds says it
+    is gone and since when."""
     from generator.content import printed_template
 
     template = printed_template(record.message) if record.message is not None else None
@@ -853,20 +844,15 @@ def _retired_entry(record: LedgerRecord, found: Versions | None) -> tuple[ErrorE
     return ErrorEntry(record.id, record.kind, record.exception, template, (site,), record.message), note
 
 
-def earlier_places(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str, int, str], ...]]:
-    """By id, where earlier releases raised it before it moved (path, function, line), each with
-    the releases that raised it there, for the search index: a traceback from one of those
-    releases points there, and its line says which."""
-    return {error: _indexed_places(found) for error, found in versions.items() if found.places}
-
-
 def _indexed_places(found: Versions) -> tuple[tuple[str, str, int, str], ...]:
     return tuple((p.path, p.function, p.line, place_releases(p)) for p in found.places)
 
 
 class EarlierPlaces(Mapping):
-    """`earlier_places` of `versions`, each worked out when asked for: a rebuild's search index
-    asks for those of the few errors it puts in again."""
+    """By id, where earlier releases raised it before it moved (path, function, line), each with
+    the releases that raised it there, for the search index: a traceback from one of those
+    releases points there, and its line says which. Worked out from `versions` when asked for:
+    a rebuild's search index asks for those of the few errors it puts in again."""
 
     def __init__(self, versions: Mapping[str, Versions]) -> None:
         self.versions = versions
@@ -884,20 +870,16 @@ class EarlierPlaces(Mapping):
         return sum(1 for _ in self)
 
 
-def earlier_wordings(versions: Mapping[str, Versions]) -> dict[str, tuple[tuple[str, str], ...]]:
-    """By active id, its earlier wordings (`versions_of`) as forms a lookup finds it by, each
-    with what the lookup says of it: the releases that raised it and the one that reworded it."""
-    return {error: _indexed_wordings(found) for error, found in versions.items() if found.wordings}
-
-
 def _indexed_wordings(found: Versions) -> tuple[tuple[str, str], ...]:
+    """An active id's earlier wordings (`versions_of`) as forms a lookup finds it by, each with
+    what the lookup says of it: the releases that raised it and the one that reworded it."""
     return tuple((wording.message, f"matched an earlier wording, raised by {wording.releases}") for wording in found.wordings)
 
 
 class SearchFacts(NamedTuple):
     """What a search index knows of one id from the ledger beyond its places (`EarlierPlaces`):
-    an error no longer raised as an entry, with what a lookup says of it (`retired_entries`);
-    and its earlier wordings (`earlier_wordings`)."""
+    an error no longer raised as an entry, with what a lookup says of it; and its earlier
+    wordings, as forms a lookup finds it by."""
 
     retired: ErrorEntry | None
     note: str

@@ -194,7 +194,7 @@ def history_search_files(
     holds: Callable[[str, str | None], bool] | None = None,
 ) -> list[tuple[str, bytes | None]]:
     """The search index's files, sorted by path, of the errors raised now and of those no
-    longer raised (`history.retired_entries`), knowing the curated `printed` forms and what
+    longer raised (`history.search_facts`), knowing the curated `printed` forms and what
     the ledger's `records` and their `versions` (digested as `texts`: `history.version_texts`)
     say: earlier wordings and places, retirement. Only the search index reads those: made
     here, in the index's own process, and not on the build's path (a ledger of every release

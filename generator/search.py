@@ -476,7 +476,7 @@ def matcher_of(entry: ErrorEntry) -> _Matcher | None:
 def _template_row(entry: ErrorEntry, matcher: _Matcher, note: str = "", retired: bool = False) -> str:
     """A template row of a token shard: the error, its exception and title, and the matcher;
     then, for a form of the error other than its message that a lookup should name (an
-    earlier wording: `history.earlier_wordings`), what to say of it; then 1 for an error no
+    earlier wording: `history.search_facts`), what to say of it; then 1 for an error no
     longer raised, which a lookup ranks after the errors raised now that match as well."""
     row = [entry.id, entry.exception, entry.title, list(matcher.segments), int(matcher.starts), int(matcher.ends)]
     return _json([*row, note, 1] if retired else [*row, note] if note else row)
@@ -601,9 +601,9 @@ def site_signature(site: Site) -> str:
 class Known:
     """What an index knows of errors beyond their sites, each by id: the curated `printed`
     forms (`content.printed_forms`); the earlier `wordings`, each with what a lookup says of it
-    (`history.earlier_wordings`); what a lookup says of an error no longer raised (`retired`,
-    `history.retired_entries`); and the `places` earlier releases raised an error in before it
-    moved (path, function, line: `history.earlier_places`), which an old traceback's raising
+    (`history.search_facts`); what a lookup says of an error no longer raised (`retired`,
+    `history.search_facts`); and the `places` earlier releases raised an error in before it
+    moved (path, function, line: `history.EarlierPlaces`), which an old traceback's raising
     frame points at."""
 
     printed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -727,7 +727,7 @@ class IndexState(BlobState):
         # beside the id's own row.
         self.printed: dict[str, str] = {}
         self.extra: dict[str, tuple[tuple[str, int], ...]] = {}
-        # id -> what a lookup says of an error no longer raised (`history.retired_entries`).
+        # id -> what a lookup says of an error no longer raised (`history.search_facts`).
         self.retired: dict[str, str] = {}
         # id -> the places earlier releases raised it in, as indexed (path, function, line).
         self.places: dict[str, str] = {}

@@ -16,8 +16,7 @@ from generator.history import (
     LedgerVersions,
     changed_ledger_files,
     touched_ids,
-    earlier_places,
-    earlier_wordings,
+    EarlierPlaces,
     versions_of,
     ledger_facts,
     carry_curated,
@@ -147,7 +146,7 @@ def test_each_run_of_releases_at_one_line_is_a_place_and_survives_the_ledger_fil
     assert (versions.here_since, read[kv4].line) == (more[2], 6)
     # The search index knows each earlier line with its releases: a traceback from the first
     # release's layout names it.
-    assert [place[2:] for place in earlier_places(versions_of(read))[kv4]] == [(4, shas[0]), (4, shas[1]), (6, more[0])]
+    assert [place[2:] for place in EarlierPlaces(versions_of(read))[kv4]] == [(4, shas[0]), (4, shas[1]), (6, more[0])]
 
 
 def later_revisions(repo):
@@ -504,13 +503,13 @@ def test_an_id_one_release_gave_and_took_back_says_nothing_of_when_an_error_bega
 def test_a_retired_assert_without_a_message_is_titled_by_its_place_for_search():
     """The ledger keeps no condition: a retired bare `assert` is named by its exception and
     function in search results, not "assert None"."""
-    from generator.history import retired_entries
+    from generator.history import search_facts
     from generator.model import LedgerRecord
 
     record = LedgerRecord("gone", "retired", "v0.5.6", "v0.5.6.post2", "assert", "AssertionError", None, "python/sglang/srt/mem_cache/m.py", 324, "MambaRadixCache.__init__", retired_in="v0.5.7")
-    (entry,), notes = retired_entries({"gone": record}, {})
-    assert entry.title == "AssertionError in MambaRadixCache.__init__"
-    assert notes["gone"] == "no longer raised: SGLang 0.5.6.post2, retired in 0.5.7"
+    found = search_facts(record, None)
+    assert found.retired.title == "AssertionError in MambaRadixCache.__init__"
+    assert found.note == "no longer raised: SGLang 0.5.6.post2, retired in 0.5.7"
 
 
 def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history):
@@ -532,7 +531,8 @@ def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history
     assert (kv4.first, kv4.last, kv4.wordings, kv4.here_since) == (shas[0], None, (), shas[1])
     repo = "sgl-project/sglang"
     paste = "ValueError: dense KV rows must match loc_2d size: 3"
-    [found, *_] = lookup(paste, SearchIndex.of_entries(second, repo, (), Known(wordings=earlier_wordings(versions))))
+    _, known = Known.of_ledger({}, ledger_facts(two.records, versions), versions)
+    [found, *_] = lookup(paste, SearchIndex.of_entries(second, repo, (), known))
     assert (found.id, found.match) == (new.id, "message")
     assert found.note == f"matched an earlier wording, raised by SGLang {shas[0]}; reworded in {shas[1]}"
 
@@ -554,7 +554,8 @@ def test_a_curated_supersedes_pairs_a_retired_id_the_ledger_could_not(history):
     versions = versions_of(merged)
     assert [w.message for w in versions[kept.id].wordings] == ["pipeline parallel is not supported with LoRA"]
     paste = "NotImplementedError: pipeline parallel is not supported with LoRA"
-    [found, *_] = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), Known(wordings=earlier_wordings(versions))))
+    _, known = Known.of_ledger({}, ledger_facts(merged, versions), versions)
+    [found, *_] = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), known))
     assert found.id == kept.id and found.note.startswith("matched an earlier wording")
     with pytest.raises(ContentError) as failed:
         merge_superseded(two.records, {kept.id: ("0123456789abcdef", by_message(second, "KV rows").id)})
@@ -579,7 +580,7 @@ def test_an_old_traceback_points_at_where_an_error_was_raised_before_it_moved(hi
         "RuntimeError: <the message was cut off>\n"
     )
     versions = versions_of(two.records, two.changes)
-    with_places = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), Known(places=earlier_places(versions))))
+    with_places = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang", (), Known(places=EarlierPlaces(versions))))
     assert (with_places[0].id, with_places[0].match) == (kv4.id, "traceback")
     without = lookup(paste, SearchIndex.of_entries(second, "sgl-project/sglang"))
     assert not without or without[0].match != "traceback"

@@ -101,15 +101,15 @@ def test_real_rewordings_become_aliases_and_curated_text_follows(real_history, o
 @pytest.fixture(scope="module")
 def history_index(sglang):
     """The search index a build makes from 0.5.23 and the committed ledger of every release."""
-    from generator.history import earlier_places, earlier_wordings, load_changes, load_ledger, retired_entries, versions_of
+    from generator.history import ledger_facts, load_changes, load_ledger, versions_of
     from generator.search import Known, SearchIndex
 
     content = Path(__file__).parent.parent / "content"
     records = load_ledger(content)
     versions = versions_of(records, load_changes(content))
-    retired, notes = retired_entries(records, versions)
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
     entries = group_sites(sglang.sites, sglang.upstream.repo)
-    index = SearchIndex.of_entries(entries + retired, sglang.upstream.repo, (), Known(wordings=earlier_wordings(versions), retired=notes, places=earlier_places(versions)))
+    index = SearchIndex.of_entries(entries + retired, sglang.upstream.repo, (), known)
     return records, versions, index
 
 
