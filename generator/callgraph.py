@@ -210,14 +210,18 @@ def module_facts(tree: ast.Module, path: str) -> ModuleFacts:
     return ModuleFacts(path, module, imports, functions, classes, calls)
 
 
-# Fields of each node type to walk, without `ctx` (Load and Store are nodes too).
+# Fields of each node type to walk: not those that hold a name, a number or a flag, nor an
+# operator or a `ctx` (nodes with nothing inside), so that whatever else a field holds is a
+# node, a list of nodes, or None. A walk over every expression of every file is most of the
+# time the call graph's facts take (bench/README.md).
+_LEAF_FIELDS = frozenset(("ctx", "op", "ops", "attr", "id", "arg", "conversion", "is_async", "kind", "type_comment", "name", "asname", "module", "level", "names"))
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _fields(kind: type) -> tuple[str, ...]:
     fields = _FIELDS.get(kind)
     if fields is None:
-        fields = _FIELDS[kind] = tuple(name for name in kind._fields if name != "ctx")
+        fields = _FIELDS[kind] = tuple(name for name in getattr(kind, "_fields", ()) if name not in _LEAF_FIELDS)
     return fields
 
 
@@ -298,27 +302,31 @@ class _Collector:
                     for item in value:
                         if isinstance(item, ast.expr):
                             self.expression(item)
-                        elif isinstance(item, ast.AST):
+                        elif item is not None:
                             self.statement(item)
                 elif isinstance(value, ast.expr):
                     self.expression(value)
-                elif isinstance(value, ast.AST):
+                elif value is not None:
                     self.statement(value)
 
     def expression(self, root: ast.expr) -> None:
         stack = [root]
+        push, extend, pop = stack.append, stack.extend, stack.pop
         calls, function, conditions = self.calls, self._function, self._conditions
         while stack:
-            node = stack.pop()
+            node = pop()
             kind = type(node)
-            if kind is ast.Name or kind is ast.Constant:
+            if kind is ast.Name or kind is ast.Constant or node is None:
+                continue
+            if kind is ast.Attribute:
+                push(node.value)
                 continue
             if kind is ast.Call:
                 name = _dotted(node.func)
                 if name:
                     calls.append((function, name, node.lineno, conditions))
                 else:
-                    stack.append(node.func)
+                    push(node.func)
                 # A function passed along (a thread target, a callback, `partial(f, ...)`) may run.
                 for argument in (*node.args, *(k.value for k in node.keywords)):
                     if type(argument) is ast.Name or type(argument) is ast.Attribute:
@@ -326,16 +334,17 @@ class _Collector:
                         if name:
                             calls.append((function, name, argument.lineno, conditions))
                         else:
-                            stack.append(argument)
+                            push(argument)
                     else:
-                        stack.append(argument)
+                        push(argument)
                 continue
+            # Lists hold nodes (a dict's `**` key is None), other fields a node or None.
             for field in _fields(kind):
                 value = getattr(node, field)
                 if type(value) is list:
-                    stack.extend(item for item in value if isinstance(item, ast.AST))
-                elif isinstance(value, ast.AST):
-                    stack.append(value)
+                    extend(value)
+                else:
+                    push(value)
 
     def _reference(self, node: ast.AST) -> None:
         if type(node) is ast.Name or type(node) is ast.Attribute:
@@ -348,6 +357,8 @@ class _Collector:
 
 def _dotted(node: ast.AST) -> str:
     """`a.b.c` for a chain of names; `super().m` as `super.m`; "" for anything else."""
+    if type(node) is ast.Name:
+        return node.id
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

@@ -112,6 +112,32 @@ def test_methods_resolve_through_self_super_base_classes_unique_names_and_callba
     assert callers(g, "mem_cache/unused.py", "never_called") == []
 
 
+def test_a_call_is_found_wherever_an_expression_can_hold_it():
+    # Each `c<n>()` sits in a different kind of node the walk must look inside; `skip` is a
+    # builtin-like name nothing defines, so only the calls of `c<n>` are kept.
+    names = [f"c{n}" for n in range(1, 21)]
+    text = "\n".join(f"def {name}(): pass" for name in names) + textwrap.dedent(
+        """
+        async def caller(xs, d):
+            a = {**c1(), "k": c2()}
+            b = [c3() for x in xs if c4()]
+            f = lambda y=c5(): c6()
+            g = f"{c7()!r:>{c8()}}"
+            h = xs[c9():c10()]
+            i = -c11() + (c12() if c13() else 0) < c14()
+            j = await c15()
+            k = (*c16(), c17().attr.chain)
+            with c18() as m:
+                pass
+            match c19():
+                case {"k": v} if c20():
+                    pass
+        """
+    )
+    facts = module_facts(ast.parse(text), ROOT + "managers/walk.py")
+    assert sorted({call.callee for call in facts.calls if call.caller == "caller"}, key=lambda n: int(n[1:])) == names
+
+
 def test_making_a_dataclass_without_an_init_calls_its_post_init():
     """`pool_configurator.py`'s `MemoryPoolConfig.__post_init__` raises "Not enough memory"
     when the config is made: the generated `__init__` calls it, so making the class is a call
