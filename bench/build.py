@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import ast
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import describe, file_system_probe  # noqa: E402
 from generator.config import Config  # noqa: E402
 from generator.upstream import open_source  # noqa: E402
 
@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--cache-dir", type=Path, default=Config().cache_dir, help="where the release is downloaded")
     options = parser.parse_args()
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
+    print(describe())
     source = open_source(options.source, Config(), options.cache_dir)
     print(f"source: {options.source}, {len(source.files())} files")
     floor_before = floor(source)
@@ -98,10 +98,12 @@ def main() -> None:
             args = ["--source", options.source, "--content", str(root / "content"), "--cache-dir", str(cache), "--out", str(root / "site")]
             return root / "site", args, *run_build(args)
 
+        print(file_system_probe(scratch))
         out, common, cold, cold_peak, cold_cpu = cold_build(1)
         floor_between = floor(source)
         _, _, cold_again, peak_again, cpu_again = cold_build(2)
         floor_after = floor(source)
+        print(file_system_probe(scratch), "(after the cold builds)")
         floors = (floor_before, floor_between, floor_after)
         pages = sum(1 for _ in (out / "errors").iterdir())
         files = sum(1 for p in out.rglob("*") if p.is_file())

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import describe, file_system_probe  # noqa: E402
 from generator.config import Config  # noqa: E402
 from generator.upstream import open_source  # noqa: E402
 
@@ -85,6 +85,7 @@ def measure(repo: Path, shas: list[str], scratch: Path, history: bool) -> None:
         shutil.rmtree(scratch / "content" / "ledger", ignore_errors=True)
         (scratch / "content" / "upstream.json").unlink(missing_ok=True)
     first, second, third = shas
+    print(file_system_probe(scratch.parent))
     cold, summary = run_build(repo, first, scratch)
     print(f"cold build at the release:      {cold:7.2f} s   {summary}")
     # The first rebuild into a new folder makes its tree anew (no spare yet), and keeps the
@@ -101,7 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--release", default="0.5.23")
     options = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
+    print(describe())
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="errorkb-rebuild-") as scratch:
         scratch = Path(scratch)
