@@ -23,7 +23,7 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -369,22 +369,24 @@ class BlobState:
         return changed
 
 
-def read_state(cache_dir: Path, name: str, module: str, kind: type, make: Callable[[], object]) -> object:
+def read_state(cache_dir: Path, name: str, module: str | Sequence[str], kind: type, make: Callable[[], object]) -> object:
     """The `kind` state kept under `name` by the last build (`write_state`), or `make()` when
     there is none, it is unreadable, or another version of `module` (or of the extractor or the
     records) made it."""
     return read_cache(entries_state_path(cache_dir, name, module), kind) or make()
 
 
-def write_state(cache_dir: Path, name: str, module: str, state: object) -> None:
+def write_state(cache_dir: Path, name: str, module: str | Sequence[str], state: object) -> None:
     write_cache(entries_state_path(cache_dir, name, module), state_bytes(state))
 
 
-def entries_state_path(cache_dir: Path, name: str, module: str) -> Path:
+def entries_state_path(cache_dir: Path, name: str, module: str | Sequence[str]) -> Path:
     """Where a state kept whole between builds and updated by changed blobs lives: under a
-    digest of its `module`'s code and of what makes the entries it was made from (the model
-    and the extractor), since an update trusts that unchanged blobs give unchanged entries."""
+    digest of the code of its `module` (or of each module whose code makes what it keeps) and
+    of what makes the entries it was made from (the model and the extractor), since an update
+    trusts that unchanged blobs give unchanged entries."""
     from generator import model
     from generator.pipeline import extractor_version
 
-    return kept(cache_dir, name, [module, model.__file__, extractor_version()], suffix="-state")
+    modules = [module] if isinstance(module, str) else list(module)
+    return kept(cache_dir, name, [*modules, model.__file__, extractor_version()], suffix="-state")

@@ -272,12 +272,13 @@ def printed_forms(curated: Mapping[str, Curated]) -> dict[str, tuple[str, ...]]:
 
 
 def printed_template(text: str) -> model.Template:
-    """A template written as `Template.text` writes one (a curated `printed` form): literal
-    text with doubled braces undoubled, each `{expr}` a placeholder."""
+    """A template written as `Template.text` writes one (a curated `printed` form, a message
+    the ledger keeps): literal text with doubled braces undoubled, each `{expr}` a placeholder,
+    and `{expr=}` one that prints `expr=` before its value (`Placeholder.equal`)."""
     parts: list[str | model.Placeholder] = []
     for literal, expr in _pieces(text):
         if expr is not None:
-            parts.append(model.Placeholder(expr))
+            parts.append(_placeholder(expr))
             continue
         character = literal[0]  # a doubled brace is one brace
         if parts and isinstance(parts[-1], str):
@@ -285,6 +286,18 @@ def printed_template(text: str) -> model.Template:
         else:
             parts.append(character)
     return model.Template(tuple(parts))
+
+
+# `{expr=}`, `{expr=!r}`, `{expr=:>8}`: no expression ends in `=`, so one before the conversion
+# and format spec is the self-documenting kind (`Placeholder.render` writes them in this order).
+_SELF_DOCUMENTING = re.compile(r"(?P<expr>.*[^=!<>])=(?:!(?P<conversion>[rsa]))?(?::(?P<spec>[^:]*))?", re.DOTALL)
+
+
+def _placeholder(text: str) -> model.Placeholder:
+    found = _SELF_DOCUMENTING.fullmatch(text)
+    if found is None:
+        return model.Placeholder(text)
+    return model.Placeholder(found["expr"], found["conversion"] or "", found["spec"] or "", equal=True)
 
 
 def _pieces(message: str) -> Iterator[tuple[str, str | None]]:

@@ -16,7 +16,7 @@ from importlib.metadata import version as package_version
 from importlib.util import find_spec
 from pathlib import Path
 
-from generator import api, audit, derive, history, render, workers
+from generator import api, audit, content, derive, history, render, workers
 from generator.articles import family_members, joined
 from generator.cache import kept, read_state, write_state
 from generator.files import read_cache, state_bytes, write_cache
@@ -210,9 +210,12 @@ def history_search_files(
     if cache_dir is None or blobs is None:
         retired, known = search.Known.of_ledger(printed, history.ledger_facts(records, versions), versions)
         return sorted(search.search_files(entries + retired, repo, classes, known).items())
-    state = read_state(cache_dir, "search", search.__file__, search.IndexState, partial(search.IndexState, repo))
+    # What the state keeps is made by the index, and from the ledger's messages and facts
+    # (`content.printed_template`, `history.search_facts`).
+    code = (search.__file__, content.__file__, history.__file__)
+    state = read_state(cache_dir, "search", code, search.IndexState, partial(search.IndexState, repo))
     if state.repo != repo:
         state = search.IndexState(repo)
     files = state.update_ledger(entries, blobs, classes, printed, records, versions, texts, holds)
-    write_state(cache_dir, "search", search.__file__, state)
+    write_state(cache_dir, "search", code, state)
     return sorted(files.items())

@@ -27,7 +27,7 @@ from generator.upstream import Source
 
 # The modules whose code shapes an error's page besides the templates and the renderer (which
 # `render.templates_digest` covers): another version of any of them, and every page is made again.
-_PAGE_MODULES = ("api", "derive", "model", "articles", "pages", "plan")
+_PAGE_MODULES = ("api", "content", "derive", "model", "articles", "pages", "plan")
 
 
 class BuildStamp:

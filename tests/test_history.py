@@ -512,6 +512,25 @@ def test_a_retired_assert_without_a_message_is_titled_by_its_place_for_search():
     assert found.note == "no longer raised: SGLang 0.5.6.post2, retired in 0.5.7"
 
 
+def test_a_retired_message_with_a_self_documenting_value_needs_its_name_in_the_paste():
+    """`f"{n=} ..."` prints `n=` before the value. The ledger keeps the message as text, and a
+    retired error's template is read back from it: `{n=}` must not become a bare value that
+    any text fills, or every paste ending "must be divisible by ..." is an exact match of it."""
+    from generator.model import LedgerRecord
+    from generator.search import Known, SearchIndex, lookup
+
+    path = "python/sglang/srt/layers/quantization/fp8_utils.py"
+    records = {
+        "gone": LedgerRecord("gone", "retired", "v0.5.9", "v0.5.17", "assert", "AssertionError", "{n=} must be divisible by {block_n}", path, 120, "linear", retired_in="v0.5.18"),
+    }
+    versions = versions_of(records)
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
+    index = SearchIndex.of_entries(retired, "sgl-project/sglang", (), known)
+    [found] = lookup("AssertionError: n=96 must be divisible by 128", index)
+    assert (found.id, found.match) == ("gone", "message")
+    assert [r.match for r in lookup("ValueError: KDA num_heads (64) must be divisible by global tp_size (3)", index)] != ["message"]
+
+
 def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history):
     """A user on the release before a rewording pastes the old message: the lookup puts the
     new id first, as an exact match of its earlier wording, and says which releases raised
