@@ -666,10 +666,11 @@ def versions_of(records: Mapping[str, LedgerRecord], changes: Iterable[Change] =
 
 
 class LedgerVersions(Mapping):
-    """By id, the releases that raised it (`model.Versions`): an active error's first release
-    is that of the oldest earlier id the ledger paired into it (followed through every move),
-    and its earlier wordings are their messages, each said once over all the releases of the
-    ids that had it; a retired or moved id's are its own. With the change list, each id also
+    """By id, the releases that raised it (`model.Versions`): an error's first release is that
+    of the oldest earlier id the ledger paired into it (followed through every move), and its
+    earlier wordings are their messages, each said once over all the releases of the ids that
+    had it, whether it is raised now or was retired after its last rewording (a user of a
+    release before that pastes the earlier wording); a moved id's are its own. With the change list, each id also
     gets the places it was raised in before it moved (`_moved_places`).
 
     An id moved into another was raised before it, so the further back along the moves, the
@@ -704,7 +705,7 @@ class LedgerVersions(Mapping):
             if record.retired_in == record.first_seen:
                 continue
             target = records.get(resolve(records, record.id))
-            if target is not None and target.status == "active":
+            if target is not None and target.status in ("active", "retired"):
                 earlier.setdefault(target.id, []).append(((-depth(record), version_key(release_name(record.first_seen)), record.id), record))
         self._earlier = {error: [found for _, found in sorted(older, key=operator.itemgetter(0))] for error, older in earlier.items()}
         self._moves: dict[str, list[Change]] = {}
@@ -733,9 +734,9 @@ class LedgerVersions(Mapping):
             moved, here = _moved_places(self._moves[error], record.first_seen)
         else:
             moved, here = (), None
-        if record.status != "active":
-            return Versions(record.first_seen, record.last_seen, record.retired_in or "", (), moved, here)
         older = self._earlier.get(error, [])
+        if record.status != "active" and not (record.status == "retired" and older):
+            return Versions(record.first_seen, record.last_seen, record.retired_in or "", (), moved, here)
         if older:
             moved, here = joined_places(older, record, moved, here)
         # One wording over all the ids that had it: from the oldest's first release to the
@@ -749,7 +750,10 @@ class LedgerVersions(Mapping):
             span = spans.setdefault(found.message, [found.first_seen, found.last_seen, found.retired_in or ""])
             span[1], span[2] = found.last_seen, found.retired_in or ""
         first = older[0].first_seen if older else record.first_seen
-        return Versions(first, None, "", tuple(Wording(message, *span) for message, span in spans.items()), moved, here)
+        wordings = tuple(Wording(message, *span) for message, span in spans.items())
+        if record.status == "retired":
+            return Versions(first, record.last_seen, record.retired_in or "", wordings, moved, here)
+        return Versions(first, None, "", wordings, moved, here)
 
 
 def versions_text(versions: Versions | None) -> str:

@@ -531,6 +531,30 @@ def test_a_retired_message_with_a_self_documenting_value_needs_its_name_in_the_p
     assert [r.match for r in lookup("ValueError: KDA num_heads (64) must be divisible by global tp_size (3)", index)] != ["message"]
 
 
+def test_an_error_retired_after_a_rewording_keeps_its_earlier_wording_and_releases():
+    """The ledger's chains end in retired ids too: an assert reworded in 0.5.7 and removed in
+    0.5.21. A user of 0.5.4 pastes the first wording; the lookup finds the error by it, and its
+    versions run from the first id's release to the last one's, not only the last id's own."""
+    from generator.model import LedgerRecord, Wording
+    from generator.search import Known, SearchIndex, lookup
+
+    path = "python/sglang/srt/mem_cache/mamba_radix_cache.py"
+    old = "Incorrect LRU list, {self.mamba=}, x: {x.id=} != x_lru: {x_lru.id=}"
+    records = {
+        "first": LedgerRecord("first", "moved", "v0.5.3.post2", "v0.5.6.post2", "assert", "AssertionError", old, path, 295, "LRUList.sanity_check", moved_to="last", retired_in="v0.5.7"),
+        "last": LedgerRecord("last", "retired", "v0.5.7", "v0.5.20", "assert", "AssertionError", old + ", {x.last_access_time=}", path, 413, "LRUList.sanity_check", aliases=("first",), retired_in="v0.5.21"),
+    }
+    versions = versions_of(records)
+    found = versions["last"]
+    assert (found.first, found.last, found.retired_in) == ("v0.5.3.post2", "v0.5.20", "v0.5.21")
+    assert found.wordings == (Wording(old, "v0.5.3.post2", "v0.5.6.post2", "v0.5.7"),)
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
+    index = SearchIndex.of_entries(retired, "sgl-project/sglang", (), known)
+    [hit, *_] = lookup("AssertionError: Incorrect LRU list, self.mamba=True, x: x.id=12500 != x_lru: x_lru.id=11444", index)
+    assert (hit.id, hit.match) == ("last", "message")
+    assert "raised by SGLang 0.5.3.post2 to 0.5.6.post2" in hit.note
+
+
 def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history):
     """A user on the release before a rewording pastes the old message: the lookup puts the
     new id first, as an exact match of its earlier wording, and says which releases raised

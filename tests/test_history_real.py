@@ -177,7 +177,11 @@ def test_an_error_no_longer_raised_is_found_and_says_since_when(history_index):
     records, _, index = history_index
     [found, *_] = lookup("ValueError: HiRadixCache only supports MHA, MLA, DSA, and MSA models", index)
     assert records[found.id].status == "retired"
-    assert found.note == "no longer raised: SGLang 0.5.15 to 0.5.20, retired in 0.5.21"
+    # Since the check's first wording ("HiRadixCache only supports MHA and MLA yet", 0.4.4.post4),
+    # not since this one's: three rewordings led to it.
+    assert found.note == "no longer raised: SGLang 0.4.4.post4 to 0.5.20, retired in 0.5.21"
+    [earlier, *_] = lookup("ValueError: HiRadixCache only supports MHA and MLA yet", index)
+    assert (earlier.id, earlier.match) == (found.id, "message")
 
 
 def test_real_reports_of_errors_only_earlier_releases_raised_land_first(history_index):
