@@ -503,6 +503,7 @@ def _record_of(entry: ErrorEntry, upstream: Upstream, old: LedgerRecord | None, 
         pinned_date=pinned_date,
         spans=spans,
         since=since,
+        condition=site.assert_condition if site.kind == "assert" else None,
     )
 
 
@@ -842,7 +843,7 @@ def _retired_entry(record: LedgerRecord, found: Versions | None) -> tuple[ErrorE
     from generator.content import printed_template
 
     template = printed_template(record.message) if record.message is not None else None
-    site = Site(record.kind, record.exception, template, record.path, record.line, record.line, record.function, (), (), None, record.line, record.line)
+    site = Site(record.kind, record.exception, template, record.path, record.line, record.line, record.function, (), (), record.condition, record.line, record.line)
     span = release_span(found.first, found.last) if found and found.last else release_name(record.last_seen)
     note = f"no longer raised: SGLang {span}" + (f", retired in {release_name(record.retired_in)}" if record.retired_in else "")
     return ErrorEntry(record.id, record.kind, record.exception, template, (site,), record.message), note
@@ -918,7 +919,7 @@ class LedgerFacts:
         for error, record in records.items():
             key = texts[error]
             if record.status == "retired":
-                key = f"{key}\0{record.path}\0{record.line}\0{record.function}\0{record.kind}\0{record.exception}\0{record.message}\0{record.last_seen}\0{record.retired_in}"
+                key = f"{key}\0{record.path}\0{record.line}\0{record.function}\0{record.kind}\0{record.exception}\0{record.message}\0{record.last_seen}\0{record.retired_in}\0{record.condition}"
             keys[error] = key
             if self.keys.get(error) != key:
                 changed.add(error)

@@ -551,6 +551,9 @@ class LedgerRecord:
     # release of the place it is at now, when not `first_seen`.
     spans: tuple[tuple[str, str, int, str, str], ...] = ()
     since: str = ""
+    # An assert's condition as its first site checks it: a traceback prints `assert <condition>`,
+    # by which a paste of an assert no longer raised (most have no message) finds it.
+    condition: str | None = None
 
 
 @record

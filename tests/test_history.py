@@ -555,6 +555,39 @@ def test_an_error_retired_after_a_rewording_keeps_its_earlier_wording_and_releas
     assert "raised by SGLang 0.5.3.post2 to 0.5.6.post2" in hit.note
 
 
+def test_a_removed_bare_assert_is_found_by_the_statement_an_old_traceback_prints(tmp_path):
+    """Most asserts have no message: a traceback shows `assert <condition>` above a bare
+    `AssertionError`. The ledger keeps the condition, so a paste from a release that still
+    raised it finds it by that statement once it is gone, at whatever line that release had."""
+    from generator.search import Known, SearchIndex, lookup
+
+    path = "python/sglang/srt/layers/attention/flashattention_backend.py"
+    old = {path: "class FlashAttentionBackend:\n    def forward_extend(self):\n        assert not get_global_server_args().disable_chunked_prefix_cache\n"}
+    new = {path: "class FlashAttentionBackend:\n    def forward_extend(self):\n        return None\n"}
+    shas = make_repo(tmp_path / "up", [old, new])
+    up1, first = entries_at(tmp_path / "up", shas[0], tmp_path / "cache")
+    up2, second = entries_at(tmp_path / "up", shas[1], tmp_path / "cache")
+    records = update_ledger(update_ledger({}, first, up1).records, second, up2).records
+    [gone] = first
+    assert records[gone.id].status == "retired"
+    assert records[gone.id].condition == "not get_global_server_args().disable_chunked_prefix_cache"
+    # Read back from the ledger's files as a later build reads them.
+    for relative, data in ledger_files(records).items():
+        (tmp_path / "content" / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "content" / relative).write_bytes(data)
+    records = load_ledger(tmp_path / "content")
+    versions = versions_of(records)
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
+    index = SearchIndex.of_entries(retired, "sgl-project/sglang", (), known)
+    paste = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/layers/attention/flashattention_backend.py", line 834, in forward_extend
+    assert not get_global_server_args().disable_chunked_prefix_cache
+AssertionError"""
+    [found, *_] = lookup(paste, index)
+    assert (found.id, found.match) == (gone.id, "traceback")
+    assert found.title == "assert not get_global_server_args().disable_chunked_prefix_cache"
+
+
 def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history):
     """A user on the release before a rewording pastes the old message: the lookup puts the
     new id first, as an exact match of its earlier wording, and says which releases raised
