@@ -1401,6 +1401,10 @@ def template_score(
         value = ((1.0 if confident else 0.0) + weight * share) * form_weight
         if fits:
             value += manifest["named_exception"]
+        if kind == "message" and not confident:
+            # A template whose little literal text the paste holds somewhere (`{e=}` in
+            # `tp_size == 0`) counts, but is no exact match: the result says how else it was found.
+            kind = ""
         if value > best:
             best, how, best_exception = value, kind, form_exception
     return best, how, best_exception

@@ -422,6 +422,7 @@
       }
       var value = ((confident ? 1 : 0) + weight * share) * formWeight;
       if (fits) value += manifest.named_exception;
+      if (kind === "message" && !confident) kind = "";
       if (value > best) {
         best = value;
         how = kind;
