@@ -1299,16 +1299,20 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     frame = paste.frame
     raised: set[str] = set()
     at_line: dict[str, str] = {}  # error id: the releases that raised it at the frame's line, when earlier ones
+    # Raised in a function of the frame's name in another file: taken as raised only when no
+    # template explains the message surely (a `load_model` elsewhere raising a ValueError is no
+    # evidence against the exact message of another error).
+    elsewhere: set[str] = set()
     if frame is not None:
 
-        def found(error_id: str, value: float, signature: str) -> None:
+        def found(error_id: str, value: float, signature: str, moved: bool = False) -> None:
             if value >= 0.9 or error_id in evidence:
                 slot = evidence.setdefault(error_id, [0.0, 0.0, 0.0])
                 slot[1] = max(slot[1], value)
             if value >= 1.0:
                 exception = signature_exception(signature)
                 if not named or exception is None or any(same_class(name, exception, classes) for name in named):
-                    raised.add(error_id)
+                    (elsewhere if moved else raised).add(error_id)
 
         shard = index.piece(f"f/{bucket(path_key(frame.path), manifest['file_buckets'])}.json")
         for site_path in sorted(shard):
@@ -1326,7 +1330,9 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
             rows = index.piece(f"g/{bucket(key, manifest['function_buckets'])}.json").get(key, [])
             for error_id, site_path, signature in rows:
                 if not path_matches(frame.path, site_path):
-                    found(error_id, moved_frame_score(frame, site_path, signature), signature)
+                    found(error_id, moved_frame_score(frame, site_path, signature), signature, moved=True)
+    sure = any(slot[0] >= 1.0 and class_fits.get(error_id, False) for error_id, slot in evidence.items())
+    raised.update(error_id for error_id in elsewhere if not sure or evidence[error_id][0] >= 1.0)
 
     results = []
     for error_id, (template, frame_value, _) in evidence.items():

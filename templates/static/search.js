@@ -574,7 +574,10 @@
 
     var raised = new Set();
     var atLine = new Map(); // error id: the releases that raised it at the frame's line, when earlier ones
-    function found(id, value, signature) {
+    // Raised in a function of the frame's name in another file: taken as raised only when no
+    // template explains the message surely.
+    var elsewhere = new Set();
+    function found(id, value, signature, moved) {
       if (value >= 0.9 || evidence.has(id)) {
         var slot = slotOf(id);
         slot[1] = Math.max(slot[1], value);
@@ -585,7 +588,7 @@
         named.forEach(function (name) {
           if (exception !== null && sameClass(name, exception, classes)) fitsNamed = true;
         });
-        if (!named.size || exception === null || fitsNamed) raised.add(id);
+        if (!named.size || exception === null || fitsNamed) (moved ? elsewhere : raised).add(id);
       }
     }
     var fileShard = await fileShardLoading;
@@ -606,9 +609,16 @@
     var functionShard = await functionShardLoading;
     if (functionShard && Object.prototype.hasOwnProperty.call(functionShard, functionKey)) {
       functionShard[functionKey].forEach(function (site) {
-        if (!pathMatches(frame.path, site[1])) found(site[0], movedFrameScore(frame, site[1], site[2]), site[2]);
+        if (!pathMatches(frame.path, site[1])) found(site[0], movedFrameScore(frame, site[1], site[2]), site[2], true);
       });
     }
+    var sure = false;
+    evidence.forEach(function (slot, id) {
+      if (slot[0] >= 1 && classFits.get(id)) sure = true;
+    });
+    elsewhere.forEach(function (id) {
+      if (!sure || evidence.get(id)[0] >= 1) raised.add(id);
+    });
 
     var results = [];
     evidence.forEach(function (slot, id) {
