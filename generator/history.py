@@ -671,8 +671,8 @@ class LedgerVersions(Mapping):
     of the oldest earlier id the ledger paired into it (followed through every move), and its
     earlier wordings are their messages, each said once over all the releases of the ids that
     had it, whether it is raised now or was retired after its last rewording (a user of a
-    release before that pastes the earlier wording); a moved id's are its own. With the change list, each id also
-    gets the places it was raised in before it moved (`_moved_places`).
+    release before that pastes the earlier wording); a moved id's are its own. With the change
+    list, each id also gets the places it was raised in before it moved (`_moved_places`).
 
     An id moved into another was raised before it, so the further back along the moves, the
     older: that orders the ids of one error whatever names its revisions have (a commit's
