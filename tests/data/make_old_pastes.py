@@ -39,8 +39,13 @@ def value_of(expr: str) -> str:
     return "auto"
 
 
+def filled(part) -> str:
+    """A placeholder as the message prints it: `{x=}` prints `x=` before the value."""
+    return f"{part.expr}={value_of(part.expr)}" if part.equal else value_of(part.expr)
+
+
 def paste_of(exception: str | None, message: str) -> str:
-    text = "".join(part if isinstance(part, str) else value_of(part.expr) for part in printed_template(message).parts)
+    text = "".join(part if isinstance(part, str) else filled(part) for part in printed_template(message).parts)
     return f"{exception}: {text}" if exception and exception != "AssertionError" else (f"AssertionError: {text}" if exception else text)
 
 
