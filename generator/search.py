@@ -907,12 +907,16 @@ class IndexState(BlobState):
                 places.append((path, qualname.rsplit(".", 1)[-1], line, line, site_signature(entry.sites[0]), releases))
             if earlier:
                 self.places[entry.id] = _places_key(earlier)
+            # An error no longer raised says so in its rows too (a last 1): a traceback pointing
+            # at it and at what it became ranks the one raised now first, as a message does.
+            gone = entry.id in self._known.retired
             for path, function, line, end_line, signature, releases in places:
-                row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}" + (f",{_quote(releases)}]" if releases else "]")
+                tail = f",{_quote(releases)},1]" if gone else f",{_quote(releases)}]" if releases else "]"
+                row = f"[{quoted},{_quote(function)},{line},{end_line},{_quote(signature)}" + tail
                 found = by_path.setdefault(path, [])
                 if row not in found:
                     found.append(row)
-                row = f"[{quoted},{_quote(path)},{_quote(signature)}]"
+                row = f"[{quoted},{_quote(path)},{_quote(signature)}" + (",1]" if gone else "]")
                 named = by_name.setdefault(statement_key(function or "<module>", signature), [])
                 if row not in named:
                     named.append(row)
@@ -1255,7 +1259,7 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     evidence: dict[str, list[float]] = {}  # error id: [template, frame, word]
     matched_how: dict[str, str] = {}  # error id: "message" or "beginning"
     notes: dict[str, str] = {}  # error id: the note of the form its template match is on
-    retired: set[str] = set()  # errors no longer raised, among those a template matched
+    retired: set[str] = set()  # errors no longer raised, among those a template or the frame matched
     class_fits: dict[str, bool] = {}  # error id: its exception is the one the paste names
 
     for name in dict.fromkeys([*(str(bucket(w, manifest["token_buckets"])) for w in shard_tokens(paste, words)), "none"]):
@@ -1317,18 +1321,23 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
         shard = index.piece(f"f/{bucket(path_key(frame.path), manifest['file_buckets'])}.json")
         for site_path in sorted(shard):
             if path_matches(frame.path, site_path):
-                for error_id, function, line, end_line, signature, *releases in shard[site_path]:
+                for error_id, function, line, end_line, signature, *rest in shard[site_path]:
                     # A place of an earlier release counts by its function and statement: its
                     # line, in a file whose lines every release moves, only says which
                     # releases the traceback may come from.
+                    releases = rest[0] if rest else ""
+                    if len(rest) > 1:
+                        retired.add(error_id)
                     value = frame_score(frame, function, 0, -1, signature) if releases else frame_score(frame, function, line, end_line, signature)
                     found(error_id, value, signature)
                     if releases and line == frame.line and value >= 1.0:
-                        at_line[error_id] = releases[0]
+                        at_line[error_id] = releases
         if frame.function and frame.source:
             key = statement_key(frame.function, squash(frame.source))
             rows = index.piece(f"g/{bucket(key, manifest['function_buckets'])}.json").get(key, [])
-            for error_id, site_path, signature in rows:
+            for error_id, site_path, signature, *gone in rows:
+                if gone:
+                    retired.add(error_id)
                 if not path_matches(frame.path, site_path):
                     found(error_id, moved_frame_score(frame, site_path, signature), signature, moved=True)
     sure = any(slot[0] >= 1.0 and class_fits.get(error_id, False) for error_id, slot in evidence.items())

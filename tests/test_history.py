@@ -588,6 +588,32 @@ AssertionError"""
     assert found.title == "assert not get_global_server_args().disable_chunked_prefix_cache"
 
 
+def test_a_traceback_of_an_assert_that_moved_file_lists_the_one_raised_now_first(tmp_path):
+    """A bare assert's id holds its file: moved to another file, the old id is retired and a new
+    one added. A traceback from before the move points at both (the old by its file and line, the
+    new by its function and statement): the one raised now comes first, as for a message both
+    explain, and the retired one follows."""
+    from generator.search import Known, SearchIndex, lookup
+
+    body = "class SWAComponent:\n    def build_hicache_transfers(self, cd):\n        assert cd.host_value is not None or cd.value is not None\n"
+    old = {"python/sglang/srt/mem_cache/swa_component.py": body}
+    new = {"python/sglang/srt/mem_cache/swa_component.py": None, "python/sglang/srt/mem_cache/components/swa.py": body}
+    shas = make_repo(tmp_path / "up", [old, new])
+    up1, first = entries_at(tmp_path / "up", shas[0], tmp_path / "cache")
+    up2, second = entries_at(tmp_path / "up", shas[1], tmp_path / "cache")
+    records = update_ledger(update_ledger({}, first, up1).records, second, up2).records
+    [gone], [now] = first, second
+    assert (records[gone.id].status, records[now.id].status) == ("retired", "active")
+    versions = versions_of(records)
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
+    index = SearchIndex.of_entries(second + retired, "sgl-project/sglang", (), known)
+    paste = """Traceback (most recent call last):
+  File "/venv/lib/python3.12/site-packages/sglang/srt/mem_cache/swa_component.py", line 3, in build_hicache_transfers
+    assert cd.host_value is not None or cd.value is not None
+AssertionError"""
+    assert [found.id for found in lookup(paste, index)][:2] == [now.id, gone.id]
+
+
 def test_an_earlier_wording_is_known_by_its_releases_and_found_by_lookup(history):
     """A user on the release before a rewording pastes the old message: the lookup puts the
     new id first, as an exact match of its earlier wording, and says which releases raised

@@ -522,7 +522,7 @@
     var evidence = new Map(); // error id: [template, frame, word]
     var matchedHow = new Map();
     var notes = new Map(); // error id: the note of the form its template match is on
-    var retired = new Set(); // errors no longer raised, among those a template matched
+    var retired = new Set(); // errors no longer raised, among those a template or the frame matched
     var classFits = new Map();
     var known = new Map(); // error id: a result from a template record
     function slotOf(id) {
@@ -599,7 +599,8 @@
           // A place of an earlier release counts by its function and statement: its line, in
           // a file whose lines every release moves, only says which releases the traceback
           // may come from.
-          var earlier = site.length > 5;
+          var earlier = site.length > 5 && site[5] !== "";
+          if (site.length > 6 && site[6]) retired.add(site[0]);
           var value = earlier ? frameScore(frame, site[1], 0, -1, site[4]) : frameScore(frame, site[1], site[2], site[3], site[4]);
           found(site[0], value, site[4]);
           if (earlier && site[2] === frame.line && value >= 1.0) atLine.set(site[0], site[5]);
@@ -609,6 +610,7 @@
     var functionShard = await functionShardLoading;
     if (functionShard && Object.prototype.hasOwnProperty.call(functionShard, functionKey)) {
       functionShard[functionKey].forEach(function (site) {
+        if (site.length > 3 && site[3]) retired.add(site[0]);
         if (!pathMatches(frame.path, site[1])) found(site[0], movedFrameScore(frame, site[1], site[2]), site[2], true);
       });
     }
