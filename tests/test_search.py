@@ -790,3 +790,23 @@ def test_the_last_lines_of_an_earlier_wording_find_its_error() -> None:
     index = SearchIndex.of_entries(entries, REPO, (), Known(wordings={capture.id: ((OLD_CAPTURE, "matched an earlier wording"),)}))
     paste = "\n".join(OLD_CAPTURE.splitlines()[4:])
     assert [result.id for result in lookup(paste, index)][:1] == [capture.id]
+
+
+def test_a_template_whose_little_text_the_paste_holds_somewhere_is_not_an_exact_match() -> None:
+    """`f"{e=}"` has two characters of text: any paste holding `e=` contains it. Its error may
+    still be found (here by its function's name), but a result that says "exact match" for it
+    misleads; one whose text the paste holds surely is labelled so."""
+    entries = entries_of(
+        """
+        def validate_experts(e):
+            raise ValueError(f"{e=}")
+
+        def check_experts(self):
+            raise ValueError(f"num_experts ({self.num_experts}) must be divisible by tp_size ({self.tp_size})")
+        """
+    )
+    index = SearchIndex.of_entries(entries, REPO)
+    loose, sure = entries
+    found = {result.id: result.match for result in lookup("ValueError: validate_experts num_experts (64) must be divisible by tp_size (3), e=7", index)}
+    assert found[sure.id] == "message"
+    assert found[loose.id] != "message"
