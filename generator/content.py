@@ -246,8 +246,8 @@ def error_links(text: str) -> Iterator[str]:
 
 
 # A self-documenting placeholder's text, `{expr=}` (with its conversion and format spec, if
-# any): its key is `expr={}`, as the extractor's.
-_DOCUMENTED = re.compile(r"(.*?)=(?:![rsa])?(?::[^{}]*)?$", re.DOTALL)
+# any): its key is `expr={}`, as the extractor's, and it prints `expr=` before its value.
+_DOCUMENTED = re.compile(r"(?P<expr>.*?)=(?:!(?P<conversion>[rsa]))?(?::(?P<spec>[^{}]*))?$", re.DOTALL)
 
 
 def template_key(message: str) -> str:
@@ -262,7 +262,7 @@ def template_key(message: str) -> str:
             out.append(literal)
         else:
             documented = _DOCUMENTED.match(expr)
-            out.append(documented[1] + "={}" if documented else "{}")
+            out.append(documented["expr"] + "={}" if documented else "{}")
     return _WHITESPACE.sub(" ", "".join(out)).strip()
 
 
@@ -288,13 +288,8 @@ def printed_template(text: str) -> model.Template:
     return model.Template(tuple(parts))
 
 
-# `{expr=}`, `{expr=!r}`, `{expr=:>8}`: no expression ends in `=`, so one before the conversion
-# and format spec is the self-documenting kind (`Placeholder.render` writes them in this order).
-_SELF_DOCUMENTING = re.compile(r"(?P<expr>.*[^=!<>])=(?:!(?P<conversion>[rsa]))?(?::(?P<spec>[^:]*))?", re.DOTALL)
-
-
 def _placeholder(text: str) -> model.Placeholder:
-    found = _SELF_DOCUMENTING.fullmatch(text)
+    found = _DOCUMENTED.match(text)
     if found is None:
         return model.Placeholder(text)
     return model.Placeholder(found["expr"], found["conversion"] or "", found["spec"] or "", equal=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from generator.content import printed_template
 from generator.history import load_ledger, versions_of
 from generator.model import release_name
+from generator.search import shown_parts
 from generator.upstream import version_key
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -39,13 +40,9 @@ def value_of(expr: str) -> str:
     return "auto"
 
 
-def filled(part) -> str:
-    """A placeholder as the message prints it: `{x=}` prints `x=` before the value."""
-    return f"{part.expr}={value_of(part.expr)}" if part.equal else value_of(part.expr)
-
-
 def paste_of(exception: str | None, message: str) -> str:
-    text = "".join(part if isinstance(part, str) else filled(part) for part in printed_template(message).parts)
+    # As the message prints: `{x=}` writes `x=` before its value (`shown_parts`).
+    text = "".join(part if isinstance(part, str) else value_of(part.expr) for part in shown_parts(printed_template(message).parts))
     return f"{exception}: {text}" if exception and exception != "AssertionError" else (f"AssertionError: {text}" if exception else text)
 
 
