@@ -14,11 +14,13 @@ search index, browse and shared pages) runs in another process meanwhile (`worke
 
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 
 from generator import articles, audit, callgraph, history, pages, render, workers
+from generator.cache import prune
 from generator.config import Config
 from generator.content import printed_forms
 from generator.highlight import Highlighting
@@ -52,6 +54,7 @@ def build(config: Config, inputs: Inputs, jobs: int | None = None) -> BuildResul
 
 
 def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
+    started = time.time()
     with build_lock(inputs.out), ExitStack() as cleanup:
         # Source: nothing to do when everything the last build into this folder read is the same.
         source = open_source(inputs.source, config, inputs.cache_dir)
@@ -163,4 +166,6 @@ def _build(config: Config, inputs: Inputs, jobs: int | None) -> BuildResult:
             stale=len(stale),
         )
         stamp.save(result)
+    # What this build used is marked so; what no recent build used goes (`cache.prune`).
+    prune(inputs.cache_dir, started)
     return result

@@ -14,6 +14,11 @@ shapes, one API each:
 
 Entries are written atomically (a store's in a transaction, a kept value by renaming a
 finished file); an unreadable entry counts as missing.
+
+What a build reads or writes is marked used (its file's time set to now). After each build,
+`prune` removes what no recent build used: the values of other code versions, of ledgers and
+output folders left behind. Which entry is read never depends on those times: a pruned entry
+is only missing, and is made again when next needed.
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
+import time
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from generator.files import read_cache, state_bytes, write_cache
+from generator.files import mark_used, read_cache, state_bytes, write_cache
 from generator.model import Binding, ClassBases, ErrorEntry, ExtractedFile, Placeholder, Raiser, Site, Template, changed_errors
 
 
@@ -169,6 +176,7 @@ def _open_store(path: Path) -> sqlite3.Connection:
             db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID")
             db.execute("SELECT count(*) FROM entries WHERE key = ''").fetchone()
+            mark_used(path)
             return db
         except sqlite3.DatabaseError as error:
             db.close()
@@ -390,3 +398,70 @@ def entries_state_path(cache_dir: Path, name: str, module: str | Sequence[str]) 
 
     modules = [module] if isinstance(module, str) else list(module)
     return kept(cache_dir, name, [*modules, model.__file__, extractor_version()], suffix="-state")
+
+
+# -- Pruning -----------------------------------------------------------------------------------
+
+# Folders of the cache that hold what a user asked for rather than what builds derive, never
+# pruned: downloaded releases, clones, the venv SGLang's examples run in, a backfill's state.
+UNPRUNED = frozenset({"pypi", "git", "sglang-venv", "backfill"})
+# Beside what the last build used, each folder keeps this many of its other entries, the most
+# recently used: a rebuild of the revision or branch before, or from the code before, stays fast.
+SPARE_ENTRIES = 3
+# A temp file of an atomic write (`.name.xxxx`) older than this was left by a killed build.
+_ABANDONED = 3600.0
+
+
+def prune(cache_dir: Path, since: float) -> list[Path]:
+    """Remove from each folder of `cache_dir` (but `UNPRUNED`) the entries not used since
+    `since` (a build's start, `time.time()`), but the `SPARE_ENTRIES` most recently used; the
+    paths removed, in order. An entry is every file and folder whose name starts with the same
+    stem (a store's `x.sqlite`, `x.sqlite-wal` and `x.sqlite-shm`). Without pruning, each
+    version of errorkb's code would leave all its states behind (hundreds of MB for SGLang
+    0.5.23), and each output folder its pages' manifest."""
+    removed: list[Path] = []
+    try:
+        folders = sorted(p for p in cache_dir.iterdir() if p.is_dir() and p.name not in UNPRUNED)
+    except OSError:
+        return removed
+    for folder in folders:
+        entries: dict[str, list[Path]] = {}
+        try:
+            paths = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for path in paths:
+            if path.name.startswith("."):
+                if _last_used([path]) < since - _ABANDONED:
+                    removed += _remove([path])
+                continue
+            entries.setdefault(path.name.split(".", 1)[0], []).append(path)
+        older = sorted((used, stem) for stem, members in entries.items() if (used := _last_used(members)) < since)
+        for _, stem in older[: max(0, len(older) - SPARE_ENTRIES)]:
+            removed += _remove(entries[stem])
+    return removed
+
+
+def _last_used(paths: list[Path]) -> float:
+    times = []
+    for path in paths:
+        try:
+            times.append(path.stat().st_mtime)
+        except OSError:
+            pass
+    # An entry whose files are gone counts as used now: another build is at it.
+    return max(times, default=time.time())
+
+
+def _remove(paths: list[Path]) -> list[Path]:
+    removed = []
+    for path in paths:
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path)
+        except OSError:
+            pass
+    return removed

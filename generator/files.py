@@ -34,12 +34,24 @@ def write_cache(path: Path, data: bytes) -> None:
 def read_cache(path: Path, kind: type) -> object | None:
     """The pickle a build stored at `path` with `write_cache`, when it is a `kind`; None when
     it is missing, unreadable, of another kind or made by other code: a cache that cannot be
-    read only costs time."""
+    read only costs time. A file read is marked used (its time set to now), so that pruning
+    the cache (`cache.prune`) keeps it."""
     try:
         value = pickle.loads(path.read_bytes())
     except (OSError, pickle.PickleError, ValueError, EOFError, TypeError, AttributeError, ImportError, IndexError):
         return None
-    return value if isinstance(value, kind) else None
+    if not isinstance(value, kind):
+        return None
+    mark_used(path)
+    return value
+
+
+def mark_used(path: Path) -> None:
+    """Set `path`'s time to now, which says to `cache.prune` that a build still uses it."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def state_bytes(value: object) -> bytes:

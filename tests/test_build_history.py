@@ -247,3 +247,32 @@ def test_a_page_is_pinned_to_the_revision_its_code_last_changed(tmp_path):
     # Shared pages name the revision built.
     assert f"/tree/{shas[2]}" in (site / "index.html").read_text()
     assert json.loads((site / "api/errors/index.json").read_text())["upstream"]["revision"] == shas[2]
+
+
+def test_the_cache_does_not_grow_with_every_output_folder_and_pruning_changes_no_page(tmp_path, monkeypatch):
+    from generator import history
+    from generator.cache import SPARE_ENTRIES
+
+    shas = make_repo(tmp_path / "up", [V1, V2])
+    cache = tmp_path / "cache"
+    for number in range(SPARE_ENTRIES + 3):
+        run(tmp_path, shas[number % 2], out=f"site{number}")
+        # Each output folder has its manifest and stamp in the cache; only the last few stay.
+        for folder in ("pages", "builds"):
+            assert 1 <= len(list((cache / folder).iterdir())) <= SPARE_ENTRIES + 1
+    # What the last build used is still there: the next build reads the ledger from it.
+    monkeypatch.setattr(history, "_ledger_of", lambda *a: pytest.fail("the kept history was pruned"))
+    assert load_history(tmp_path / "content", cache)
+    monkeypatch.undo()
+    # The last folder is left as is by a build of the same inputs: nothing was pruned it needs.
+    assert run(tmp_path, shas[(SPARE_ENTRIES + 2) % 2], out=f"site{SPARE_ENTRIES + 2}").written == 0
+    # A build from the pruned cache and one from none write the same site.
+    import shutil
+
+    shutil.copytree(tmp_path / "content", tmp_path / "content-copy")
+    source = f"git:{tmp_path / 'up'}@{shas[0]}"
+    pruned = build(Config(), inputs_of(Config(), source, tmp_path / "a", tmp_path / "content", cache), jobs=1)
+    fresh = build(Config(), inputs_of(Config(), source, tmp_path / "b", tmp_path / "content-copy", tmp_path / "empty"), jobs=1)
+    assert pruned.files == fresh.files
+    tree = lambda root: {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}  # noqa: E731
+    assert tree(tmp_path / "a") == tree(tmp_path / "b")
