@@ -276,3 +276,17 @@ def test_the_cache_does_not_grow_with_every_output_folder_and_pruning_changes_no
     assert pruned.files == fresh.files
     tree = lambda root: {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}  # noqa: E731
     assert tree(tmp_path / "a") == tree(tmp_path / "b")
+
+
+def test_the_page_of_a_retired_bare_assert_is_titled_by_its_condition_as_while_raised(tmp_path):
+    check = "python/sglang/srt/mem_cache/pool.py"
+    code = "def alloc(need, free):\n    assert need <= free\n    return need\n"
+    shas = make_repo(tmp_path / "up", [{check: code}, {check: "def alloc(need, free):\n    return need\n"}])
+    run(tmp_path, shas[0])
+    [error] = index_of(tmp_path / "site").values()
+    raised = (tmp_path / f"site/errors/{error}/index.html").read_text()
+    run(tmp_path, shas[1])
+    page = (tmp_path / f"site/errors/{error}/index.html").read_text()
+    assert json.loads((tmp_path / f"site/api/errors/{error}.json").read_text())["status"] == "retired"
+    for html in (raised, page):
+        assert "<title>assert need &lt;= free — SGLang error</title>" in html

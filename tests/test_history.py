@@ -501,8 +501,8 @@ def test_an_id_one_release_gave_and_took_back_says_nothing_of_when_an_error_bega
 
 
 def test_a_retired_assert_without_a_message_is_titled_by_its_place_for_search():
-    """The ledger keeps no condition: a retired bare `assert` is named by its exception and
-    function in search results, not "assert None"."""
+    """Where the ledger keeps no condition (182 old records), a retired bare `assert` is named
+    by its exception and function in search results, not "assert None"."""
     from generator.history import search_facts
     from generator.model import LedgerRecord
 
