@@ -42,7 +42,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ from generator.publish import file_digest
 
 INDEX_VERSION = 6
 INDEX_DIR = "search"
-TOKEN_BUCKETS = 2048
+TOKEN_BUCKETS = 2560
 FILE_BUCKETS = 128
 FUNCTION_BUCKETS = 512
 ENTRY_BUCKETS = 2048
@@ -133,6 +133,8 @@ _WARNING_LINE = re.compile(r"^(.*?\.py):(\d+): ([A-Za-z_][A-Za-z0-9_]*Warning): 
 _WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
 _LEADING_NAME = re.compile(r"[A-Za-z0-9_.]*")
 _CARETS = re.compile(r"^[ \t]*[\^~]+[ \t]*$")
+_RAISING = re.compile(r"(?:raise|assert)(?![A-Za-z0-9_])")
+_ASSERT = re.compile(r"assert(?![A-Za-z0-9_])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +301,8 @@ def parse_paste(text: str) -> Paste:
             if found:
                 message = trim("\n".join([found.group(2) or "", *rest[number + 1 :]]))
                 exception = _class_name(found.group(1))
+                if not message and exception == "AssertionError":
+                    message = _printed_assert(rest[:number], frames)
                 break
     if exception is not None:
         readings.extend(_unwrapped(message, exception, 1.0))
@@ -322,6 +326,18 @@ def parse_paste(text: str) -> Paste:
         if first is not None:
             message, exception = first.text, first.exception
     return Paste(message, exception, frame, tuple(readings))
+
+
+def _printed_assert(above: list[str], frames: list[Frame]) -> str:
+    """What identifies a bare `AssertionError` (one without a message): the statement the
+    traceback printed above it, from its last frame, or, in a paste cut below that frame's
+    header, the indented line above it. "" when that is no `assert`."""
+    lines = [line for line in above if trim(line) and not _CARETS.match(line)]
+    if lines:
+        source = trim(lines[-1]) if lines[-1][:1] in (" ", "\t") else ""
+    else:
+        source = frames[-1].source if frames else ""
+    return source if _ASSERT.match(source) else ""
 
 
 # A release the paste names: `sglang==0.4.6`, a path's `sglang-0.4.6` (an sdist's folder, a
@@ -467,10 +483,21 @@ class _Matcher:
 
 
 def matcher_of(entry: ErrorEntry) -> _Matcher | None:
-    """The matcher of an entry with a message, None for one without literal text."""
-    if entry.message is None or entry.template is None:
-        return None
-    return template_matcher(entry.template)
+    """The matcher of an entry with a message, or of a bare assert's statement in the product
+    (its title, `assert <condition>`), which a traceback prints above `AssertionError` and
+    users quote as its message; None for one without literal text."""
+    if entry.message is not None and entry.template is not None:
+        return template_matcher(entry.template)
+    site = entry.sites[0]
+    # Only the product's: a test's assert fails under pytest, which prints it otherwise, and
+    # 7,800 more rows would make every lookup load a tenth more.
+    if entry.message is None and site.kind == "assert" and site.assert_condition and entry.scope == "product":
+        matcher = template_matcher(Template((f"assert {site.assert_condition}",)))
+        # A paste of a statement shows all its words, and 10,000 statements start "assert":
+        # the rarest of the condition's words picks its shard.
+        words = _safe_tokens(site.assert_condition, first=True, last=True)
+        return None if matcher is None else replace(matcher, anchors=tuple(dict.fromkeys(words)))
+    return None
 
 
 def _template_row(entry: ErrorEntry, matcher: _Matcher, note: str = "", retired: bool = False) -> str:
@@ -1179,13 +1206,18 @@ def template_matches(message: str, segments: list[str], starts: bool, ends: bool
 def frame_score(frame: Frame, function: str, line: int, end_line: int, signature: str) -> float:
     """How surely a traceback frame is a site in the same file: same function 0.2, the printed
     source line is the site's statement 0.8, the line inside the site's lines 0.8 (same
-    release), plus 0.1 for the file."""
+    release), plus 0.1 for the file. A printed `raise` or `assert` that is not the site's
+    statement says the line held another check in the traceback's release: its line is then
+    no evidence (a traceback from 0.4 at line 177 of a file whose line 177 now raises another
+    error)."""
     score = 0.1
     if function == frame.function or (function == "" and frame.function == "<module>"):
         score += 0.2
     source = squash(frame.source)
     if source and signature and _statement_matches(source, signature):
         score += 0.8
+    elif source and signature and _RAISING.match(frame.source):
+        return score
     if line <= frame.line <= end_line:
         score += 0.8
     return score
@@ -1358,7 +1390,9 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
     for _raised, _fits, _retired, _negative, error_id, score in results[:limit]:
         shard = index.piece(f"e/{bucket(error_id, manifest['entry_buckets'])}.json")
         exception, kind, title, has_message, place, *status = shard[error_id]
-        how = matched_how.get(error_id) or ("traceback" if evidence[error_id][1] >= 0.9 else "words")
+        # A bare assert found by the statement its frame printed: where it was raised says more.
+        printed = frame is not None and paste.message == frame.source and error_id in raised
+        how = "traceback" if printed else matched_how.get(error_id) or ("traceback" if evidence[error_id][1] >= 0.9 else "words")
         note = notes.get(error_id, "") if error_id in matched_how else ""
         # An error no longer raised says so, whatever form it matched by.
         note = "; ".join(filter(None, (note, *status, line_note(at_line.get(error_id)))))

@@ -75,7 +75,7 @@ def test_template_rejects(source: str, pasted: str) -> None:
     assert not matches(source, pasted)
 
 
-def test_message_less_sites_have_no_matcher() -> None:
+def test_a_bare_assert_matches_its_statement_and_a_raise_without_text_nothing() -> None:
     entries = entries_of(
         """
         def f(x):
@@ -83,7 +83,12 @@ def test_message_less_sites_have_no_matcher() -> None:
             raise ValueError(x)
         """
     )
-    assert [matcher_of(entry) for entry in entries] == [None, None]
+    by_kind = {entry.kind: matcher_of(entry) for entry in entries}
+    statement, bare_raise = by_kind["assert"], by_kind["raise"]
+    assert (statement.segments, statement.starts, statement.ends) == (("assertxisnotNone",), True, True)
+    # Its shard is that of a word of its condition, not of "assert", which all of them start with.
+    assert statement.anchors == ("is", "not", "none")
+    assert bare_raise is None
 
 
 TRACEBACK = """\
@@ -202,6 +207,38 @@ def test_traceback_frame_from_another_release_still_needs_the_function(small: Se
     (best, *_) = lookup(textwrap.dedent(traceback), small)
     other_assert = next(e for e in entries_of(SOURCE) if e.sites[0].function == "other" and e.kind == "assert")
     assert best.id == other_assert.id
+
+
+def test_a_bare_assert_pasted_without_its_frame_is_found_by_its_statement(small: SearchIndex) -> None:
+    """A paste of a traceback's last lines only, or the statement quoted as the error: the
+    statement is the bare `AssertionError`'s message, and every assert that checks it is an
+    exact match."""
+    checks_found = {e.id for e in entries_of(SOURCE) if e.title == "assert found is not None"}
+    ends_bin = next(e.id for e in entries_of(SOURCE) if e.title == 'assert path.endswith(".bin")')
+    for paste in ("    assert found is not None\n           ^^^^^\nAssertionError", "AssertionError: assert found is not None", "assert found is not None"):
+        results = lookup(paste, small)
+        assert {r.id for r in results[:2]} == checks_found, paste
+        assert [r.match for r in results[:2]] == ["message", "message"]
+    [best, *_] = lookup('[rank0]:     assert path.endswith(".bin")\n[rank0]: AssertionError', small)
+    assert (best.id, best.match) == (ends_bin, "message")
+    # A line above that is no source line says nothing of which assert failed.
+    assert parse_paste("ERROR worker died\nAssertionError").message == ""
+
+
+def test_a_frame_whose_line_printed_another_check_is_not_where_it_was_raised(small: SearchIndex) -> None:
+    """A traceback from another release at a line where this release raises something else:
+    the printed statement says the line held another check then, so the line is no evidence."""
+    traceback = """\
+    Traceback (most recent call last):
+      File "/x/sglang/srt/x.py", line 12, in load
+        assert path.exists()
+    AssertionError
+    """
+    results = lookup(textwrap.dedent(traceback), small)
+    assert all(r.match != "traceback" for r in results)
+    # The same frame printing the statement of the site at that line is that site, raised there.
+    [best, *_] = lookup(textwrap.dedent(traceback).replace("path.exists()", 'path.endswith(".bin")'), small)
+    assert (best.title, best.match) == ('assert path.endswith(".bin")', "traceback")
 
 
 def test_a_long_log_is_read_from_its_end(small: SearchIndex) -> None:

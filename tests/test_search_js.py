@@ -110,6 +110,10 @@ PASTES = [
     "HiSparse requires one of",
     'Traceback (most recent call last):\n  File "/v/sglang/srt/old/y.py", line 50, in check\n    assert found is not None\nAssertionError',
     'Traceback (most recent call last):\n  File "/v/sglang/srt/x.py", line 3, in check\n    raise Val',
+    "    assert found is not None\n           ^^^^^\nAssertionError",
+    "AssertionError: assert found is not None",
+    "ERROR worker died\nAssertionError",
+    'Traceback (most recent call last):\n  File "/v/sglang/srt/x.py", line 5, in check\n    assert other is None\nAssertionError',
     "".join(f"line {n} word{n} x\n" for n in range(3000)) + "KeyError: 'missing layer 7'",
     "",
 ]

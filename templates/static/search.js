@@ -41,6 +41,8 @@
   var WORD_CHAR = /[A-Za-z0-9_]/;
   var LEADING_NAME = /^[A-Za-z0-9_.]*/;
   var CARETS = /^[ \t]*[\^~]+[ \t]*$/;
+  var RAISING = /^(?:raise|assert)(?![A-Za-z0-9_])/;
+  var ASSERT = /^assert(?![A-Za-z0-9_])/;
   // The index format this code reads (search/manifest.json "version"), as in search.py.
   var INDEX_VERSION = 6;
   // A pasted log can be long; the error is at its end, and its message has fewer words than this.
@@ -190,6 +192,21 @@
     });
   }
 
+  // What identifies a bare AssertionError: the statement printed above it (search.py).
+  function printedAssert(above, frames) {
+    var lines = above.filter(function (line) {
+      return trim(line) && !CARETS.test(line);
+    });
+    var source;
+    if (lines.length) {
+      var last = lines[lines.length - 1];
+      source = last[0] === " " || last[0] === "\t" ? trim(last) : "";
+    } else {
+      source = frames.length ? frames[frames.length - 1].source : "";
+    }
+    return ASSERT.test(source) ? source : "";
+  }
+
   function parsePaste(text) {
     var lines = text.replace(/\r\n/g, "\n").replace(/\r/g, "\n").split("\n").map(unprefixed);
     var frames = [];
@@ -245,6 +262,7 @@
         if (match) {
           message = trim([match[2] || ""].concat(rest.slice(n + 1)).join("\n"));
           exception = className(match[1]);
+          if (!message && exception === "AssertionError") message = printedAssert(rest.slice(0, n), frames);
           break;
         }
       }
@@ -448,6 +466,7 @@
     if (fn === frame.function || (fn === "" && frame.function === "<module>")) score += 0.2;
     var source = squash(frame.source);
     if (source && signature && statementMatches(source, signature)) score += 0.8;
+    else if (source && signature && RAISING.test(frame.source)) return score;
     if (line <= frame.line && frame.line <= endLine) score += 0.8;
     return score;
   }
@@ -637,6 +656,8 @@
     });
     results = results.slice(0, limit);
     function howOf(id) {
+      // A bare assert found by the statement its frame printed: where it was raised says more.
+      if (frame && paste.message === frame.source && raised.has(id)) return "traceback";
       return matchedHow.get(id) || (evidence.get(id)[1] >= 0.9 ? "traceback" : "words");
     }
     function noteOf(id, row) {
