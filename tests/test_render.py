@@ -125,6 +125,23 @@ def test_curated_sections_render_in_spec_order_and_escape():
     assert 'href="../../errors/fedcba9876543210/">Other &lt;error&gt;</a>' in html
 
 
+def test_the_top_of_a_page_links_to_its_fix_and_every_link_lands_on_a_section():
+    """Solutions come after the source and the routes to it (the spec's order), which on a long
+    page is far down: the top says where the fix is, curated or not."""
+    curated = curated_with(
+        solutions=(Solution("Use a flag", "Run `--x`."),),
+        example_fix=ExampleFix("python -m sglang.launch_server --x", "python -m sglang.launch_server"),
+        situations=("On AMD GPUs",),
+    )
+    for a, fix in ((article(["Boom"], curated=curated), "solutions"), (article(["Boom"], conditions=("not is_cuda()",)), "todo")):
+        html = page(a)
+        [jump] = re.findall(r'<p class="jump">(.*?)</p>', html)
+        targets = re.findall(r'href="#([^"]+)"', jump)
+        assert fix in targets and targets[0] == "meaning"
+        assert all(f'id="{target}"' in html for target in targets)
+        assert html.index('class="jump"') < html.index('id="message"')
+
+
 def test_uncurated_page_says_so_and_shows_what_the_code_says():
     html = page(article(["Boom"], conditions=("not is_cuda()",)))
     assert "No explanation has been written for this error yet" in html
