@@ -237,11 +237,23 @@ def path_key(path: str) -> str:
 
 def path_matches(frame_path: str, site_path: str) -> bool:
     """Whether a printed file path is the site's file: it ends with the site's path minus its
-    first component (`python/sglang/srt/x.py` is `.../dist-packages/sglang/srt/x.py`)."""
+    first component (`python/sglang/srt/x.py` is `.../dist-packages/sglang/srt/x.py`). A path
+    its paster cut (`.../managers/scheduler.py`) is matched by the two or more components left."""
     site_parts = site_path.split("/")
     frame_parts = [p for p in frame_path.replace("\\", "/").split("/") if p]
     need = max(1, min(3, len(site_parts) - 1))
+    cut = _cut(frame_parts)
+    if cut:
+        frame_parts = frame_parts[cut:]
+        if len(frame_parts) < 2:
+            return False
+        need = min(need, len(frame_parts))
     return frame_parts[-need:] == site_parts[-need:] and len(frame_parts) >= need
+
+
+def _cut(parts: list[str]) -> int:
+    """Where what is left of a path cut by an ellipsis (`...` or `…`) starts; 0 if not cut."""
+    return max((number + 1 for number, part in enumerate(parts) if part in ("...", "\u2026")), default=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +295,10 @@ def parse_paste(text: str) -> Paste:
             index = end + 1
             continue
         index += 1
+    # The last frame inside the package; else the last whose path was cut (`.../x.py`).
     frame = next((f for f in reversed(frames) if _in_package(f.path)), None)
+    if frame is None:
+        frame = next((f for f in reversed(frames) if _cut([p for p in f.path.replace("\\", "/").split("/") if p])), None)
     rest = lines[last_frame_end + 1 :] if frames else lines
     before = lines[:first_frame] if frames else []
     readings: list[Reading] = []

@@ -22,6 +22,7 @@ from generator.search import (
     lookup,
     matcher_of,
     parse_paste,
+    path_matches,
     search_files,
     squash,
     template_matches,
@@ -239,6 +240,20 @@ def test_a_frame_whose_line_printed_another_check_is_not_where_it_was_raised(sma
     # The same frame printing the statement of the site at that line is that site, raised there.
     [best, *_] = lookup(textwrap.dedent(traceback).replace("path.exists()", 'path.endswith(".bin")'), small)
     assert (best.title, best.match) == ('assert path.endswith(".bin")', "traceback")
+
+
+def test_a_frame_whose_path_the_paster_cut_is_still_the_frame(small: SearchIndex) -> None:
+    """Users shorten long paths (`.../srt/x.py`): what is left still names the file, and the
+    frame is where it was raised, even with a library's frame below it."""
+    for path in (".../srt/x.py", "\u2026/srt/x.py"):
+        paste = f"""Traceback (most recent call last):\n  File "{path}", line 12, in load\n    assert path.endswith(".bin")\n  File "/usr/lib/python3.10/posixpath.py", line 3, in f\n    x()\nAssertionError"""
+        parsed = parse_paste(paste)
+        assert parsed.frame is not None and parsed.frame.path == path
+        [best, *_] = lookup(paste, small)
+        assert (best.title, best.match) == ('assert path.endswith(".bin")', "traceback"), path
+    # A file name alone could be any file of that name.
+    assert not path_matches(".../x.py", "python/sglang/srt/x.py")
+    assert path_matches(".../srt/x.py", "python/sglang/srt/x.py") and not path_matches(".../other/x.py", "python/sglang/srt/x.py")
 
 
 def test_a_long_log_is_read_from_its_end(small: SearchIndex) -> None:

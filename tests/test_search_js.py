@@ -113,6 +113,8 @@ PASTES = [
     "    assert found is not None\n           ^^^^^\nAssertionError",
     "AssertionError: assert found is not None",
     "ERROR worker died\nAssertionError",
+    'Traceback (most recent call last):\n  File ".../srt/x.py", line 5, in check\n    assert found is not None\n  File "/usr/lib/python3.10/x.py", line 3, in f\n    x()\nAssertionError',
+    'File "\u2026/x.py", line 6, in check\n    raise KeyError(f"missing layer {found}")\nKeyError: \'missing layer 2\'',
     'Traceback (most recent call last):\n  File "/v/sglang/srt/x.py", line 5, in check\n    assert other is None\nAssertionError',
     "".join(f"line {n} word{n} x\n" for n in range(3000)) + "KeyError: 'missing layer 7'",
     "",

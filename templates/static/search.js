@@ -98,10 +98,25 @@
     return pathParts(path).slice(-2).join("/");
   }
 
+  // Where what is left of a path cut by an ellipsis starts; 0 if not cut (search.py).
+  function cutAt(parts) {
+    var cut = 0;
+    parts.forEach(function (part, i) {
+      if (part === "..." || part === "\u2026") cut = i + 1;
+    });
+    return cut;
+  }
+
   function pathMatches(framePath, sitePath) {
     var siteParts = sitePath.split("/");
     var frameParts = pathParts(framePath);
     var need = Math.max(1, Math.min(3, siteParts.length - 1));
+    var cut = cutAt(frameParts);
+    if (cut) {
+      frameParts = frameParts.slice(cut);
+      if (frameParts.length < 2) return false;
+      need = Math.min(need, frameParts.length);
+    }
     if (frameParts.length < need) return false;
     var a = frameParts.slice(-need), b = siteParts.slice(-need);
     return a.length === b.length && a.every(function (part, i) {
@@ -239,6 +254,10 @@
         frame = frames[f];
         break;
       }
+    }
+    // Else the last frame whose path was cut (".../x.py").
+    for (f = frames.length - 1; f >= 0 && !frame; f--) {
+      if (cutAt(pathParts(frames[f].path))) frame = frames[f];
     }
     var rest = frames.length ? lines.slice(lastFrameEnd + 1) : lines;
     var before = frames.length ? lines.slice(0, firstFrame) : [];
