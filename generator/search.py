@@ -498,21 +498,26 @@ class _Matcher:
 
 
 def matcher_of(entry: ErrorEntry) -> _Matcher | None:
-    """The matcher of an entry with a message, or of a bare assert's statement in the product
-    (its title, `assert <condition>`), which a traceback prints above `AssertionError` and
-    users quote as its message; None for one without literal text."""
-    if entry.message is not None and entry.template is not None:
-        return template_matcher(entry.template)
+    """The matcher of an entry's message, None for one without literal text."""
+    if entry.message is None or entry.template is None:
+        return None
+    return template_matcher(entry.template)
+
+
+def statement_matcher(entry: ErrorEntry) -> _Matcher | None:
+    """The matcher of a product assert without a message by its statement (its title,
+    `assert <condition>`), which a traceback prints above `AssertionError` and users quote as
+    its message; None for any other entry. Only the product's: a test's assert fails under
+    pytest, which prints it otherwise, and 7,800 more rows would make every lookup load a
+    tenth more."""
     site = entry.sites[0]
-    # Only the product's: a test's assert fails under pytest, which prints it otherwise, and
-    # 7,800 more rows would make every lookup load a tenth more.
-    if entry.message is None and site.kind == "assert" and site.assert_condition and entry.scope == "product":
-        matcher = template_matcher(Template((f"assert {site.assert_condition}",)))
-        # A paste of a statement shows all its words, and 10,000 statements start "assert":
-        # the rarest of the condition's words picks its shard.
-        words = _safe_tokens(site.assert_condition, first=True, last=True)
-        return None if matcher is None else replace(matcher, anchors=tuple(dict.fromkeys(words)))
-    return None
+    if entry.message is not None or site.kind != "assert" or not site.assert_condition or entry.scope != "product":
+        return None
+    matcher = template_matcher(Template((f"assert {site.assert_condition}",)))
+    # A paste of a statement shows all its words, and 10,000 statements start "assert": the
+    # rarest of the condition's words picks its shard.
+    words = _safe_tokens(site.assert_condition, first=True, last=True)
+    return None if matcher is None else replace(matcher, anchors=tuple(dict.fromkeys(words)))
 
 
 def _template_row(entry: ErrorEntry, matcher: _Matcher, note: str = "", retired: bool = False) -> str:
@@ -921,7 +926,7 @@ class IndexState(BlobState):
             for word, tf in frequency.items():
                 self._open(word)[entry.id] = round(100 * tf * (K1 + 1) / (tf + norm))
             touched.words.update(frequency)
-            matcher = matcher_of(entry)
+            matcher = matcher_of(entry) or statement_matcher(entry)
             anchors = None
             if matcher is not None:
                 anchors = matcher.anchors

@@ -334,3 +334,14 @@ def test_a_warning_entry_is_reproduced_by_its_warning_from_its_line(tmp_path):
 def test_example_options_need_run_examples(capsys):
     assert main(["check", "--write"]) != 0
     assert capsys.readouterr().err == "errorkb: --write needs --run-examples\n"
+
+
+def test_a_bare_assert_is_reproduced_by_an_assertion_error_without_a_message_at_its_line():
+    """A bare assert prints no message: the example's error is its class at its line, though
+    the lookup knows the assert by its statement."""
+    source = "def handle(cfg):\n    assert cfg.tp_size % cfg.attn_dp_size == 0\n"
+    path = "python/sglang/srt/arg_groups/parallel_hook.py"
+    (entry,) = group_sites(extract_source(source.encode(), path), "sgl-project/sglang")
+    frame = ("/venv/lib/python3.11/site-packages/sglang/srt/arg_groups/parallel_hook.py", 2, "handle")
+    assert examples.raises_entry(entry, examples.Resolution("AssertionError", "", (frame,)))
+    assert not examples.raises_entry(entry, examples.Resolution("AssertionError", "", (frame[:1] + (3, "handle"),)))
