@@ -28,8 +28,8 @@ import json
 import os
 import shutil
 import sqlite3
-import time
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path

@@ -229,9 +229,14 @@ def bucket(key: str, buckets: int) -> int:
     return value % buckets
 
 
+def path_parts(path: str) -> list[str]:
+    """A printed path's components, `\\` read as `/`, empty ones dropped."""
+    return [p for p in path.replace("\\", "/").split("/") if p]
+
+
 def path_key(path: str) -> str:
     """The last two components of a path, the key its file shard is chosen by."""
-    parts = [p for p in path.replace("\\", "/").split("/") if p]
+    parts = path_parts(path)
     return "/".join(parts[-2:])
 
 
@@ -240,7 +245,7 @@ def path_matches(frame_path: str, site_path: str) -> bool:
     first component (`python/sglang/srt/x.py` is `.../dist-packages/sglang/srt/x.py`). A path
     its paster cut (`.../managers/scheduler.py`) is matched by the two or more components left."""
     site_parts = site_path.split("/")
-    frame_parts = [p for p in frame_path.replace("\\", "/").split("/") if p]
+    frame_parts = path_parts(frame_path)
     need = max(1, min(3, len(site_parts) - 1))
     cut = _cut(frame_parts)
     if cut:
@@ -298,7 +303,7 @@ def parse_paste(text: str) -> Paste:
     # The last frame inside the package; else the last whose path was cut (`.../x.py`).
     frame = next((f for f in reversed(frames) if _in_package(f.path)), None)
     if frame is None:
-        frame = next((f for f in reversed(frames) if _cut([p for p in f.path.replace("\\", "/").split("/") if p])), None)
+        frame = next((f for f in reversed(frames) if _cut(path_parts(f.path))), None)
     rest = lines[last_frame_end + 1 :] if frames else lines
     before = lines[:first_frame] if frames else []
     readings: list[Reading] = []
