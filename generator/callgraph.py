@@ -185,6 +185,17 @@ def module_facts(tree: ast.Module, path: str) -> ModuleFacts:
     # Packages a name can be imported from and resolve: SGLang's, and the file's own.
     packages = {"sglang", module.partition(".")[0]}
 
+    def local(caller: str, name: str) -> str:
+        """A bare name as the function `caller` sees it: a function defined in it or in a
+        function around it (`outer.<locals>.name`), else the name as written."""
+        scope = caller
+        while scope:
+            found = f"{scope}.<locals>.{name}"
+            if found in functions:
+                return found
+            scope = scope.rpartition(".")[0].removesuffix(".<locals>")
+        return name
+
     def resolvable(callee: str) -> bool:
         head, dot, _ = callee.partition(".")
         if head in functions or head in classes or head in ("self", "cls", "super") or callee in functions:
@@ -205,7 +216,9 @@ def module_facts(tree: ast.Module, path: str) -> ModuleFacts:
         return found
 
     calls = tuple(
-        Call(caller, callee, line, tuple(map(text, conditions))) for caller, callee, line, conditions in collector.calls if resolvable(callee)
+        Call(caller, name, line, tuple(map(text, conditions)))
+        for caller, callee, line, conditions in collector.calls
+        if resolvable(name := local(caller, callee) if caller and "." not in callee else callee)
     )
     return ModuleFacts(path, module, imports, functions, classes, calls)
 
@@ -262,7 +275,9 @@ class _Collector:
             self.functions.setdefault(name, node.lineno)
             for decorator in node.decorator_list:
                 self._reference(decorator)
-            self._names.append(node.name)
+            # What a function defines is named as Python's `__qualname__` (and the sites) name it:
+            # `outer.<locals>.inner`.
+            self._names.append(f"{node.name}.<locals>")
             outer, conditions = self._function, self._conditions
             self._function, self._conditions = name, ()
             self.statements(node.body)
@@ -294,6 +309,9 @@ class _Collector:
             for alias in node.names:
                 if alias.name != "*":
                     self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif kind is ast.Return and type(node.value) is ast.Name:
+            # A function handed back (a decorator's wrapper, a closure) runs where it is called.
+            self._reference(node.value)
         else:
             # Any other statement, handler or case: its expressions, then its statements.
             for field in _fields(kind):

@@ -176,6 +176,51 @@ def test_making_a_dataclass_without_an_init_calls_its_post_init():
     assert phase_of(g.phases(ENTRIES), ROOT + "model_executor/pool_configurator.py", "MemoryPoolConfig.__post_init__", "product") == "launch"
 
 
+def test_a_function_defined_in_another_is_called_by_it_under_its_own_name():
+    """`schedule_batch.py`'s `_force_track_h` is defined inside the method that calls it, and
+    its assert's site is `ScheduleBatch.<method>.<locals>._force_track_h`: it takes the phase of
+    the method and lists the method's calls, each with its conditions. A closure handed back
+    (a decorator's wrapper) runs where its maker is called."""
+    files = {
+        ROOT + "managers/schedule_batch.py": '''
+            def _force_track_h(i):
+                raise ValueError("the module's own, never called")
+
+            class ScheduleBatch:
+                def prepare(self, req):
+                    def _force_track_h(i):
+                        assert i % 64 == 0
+                        return i
+
+                    if req.tracked:
+                        _force_track_h(req.length)
+                    return [_force_track_h(n) for n in req.seqlens]
+
+            def register(name):
+                def decorator(cls):
+                    raise ValueError(f"{name} is registered twice")
+                return decorator
+        ''',
+        ROOT + "managers/scheduler.py": '''
+            from sglang.srt.managers.schedule_batch import ScheduleBatch, register
+
+            class Scheduler:
+                def event_loop(self):
+                    batch = ScheduleBatch()
+                    batch.prepare(self.req)
+                    register("x")
+        ''',
+    }
+    g = CallGraph(module_facts(ast.parse(textwrap.dedent(text)), path) for path, text in files.items())
+    local = "ScheduleBatch.prepare.<locals>._force_track_h"
+    assert callers(g, "managers/schedule_batch.py", local, 1) == [(1, "ScheduleBatch.prepare", 12, ("req.tracked",)), (1, "ScheduleBatch.prepare", 13, ())]
+    assert callers(g, "managers/schedule_batch.py", "_force_track_h", 1) == []
+    phases = g.phases(ENTRIES)
+    assert phase_of(phases, ROOT + "managers/schedule_batch.py", local, "product") == "serving"
+    assert phase_of(phases, ROOT + "managers/schedule_batch.py", "register.<locals>.decorator", "product") == "serving"
+    assert phase_of(phases, ROOT + "managers/schedule_batch.py", "_force_track_h", "product") == "unreachable"
+
+
 def test_each_function_takes_the_phase_of_the_nearest_entry_point_and_the_rest_are_unreachable():
     phases = graph().phases(ENTRIES)
     assert phase_of(phases, ROOT + "utils/common.py", "fail", "product") == "launch"
