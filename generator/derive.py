@@ -856,11 +856,7 @@ def listed_errors(
 def record_title(record: LedgerRecord) -> str:
     """What the page of an error no longer raised calls it, as `ErrorEntry.title` called it
     while raised: its message, an assert's condition, or where it was."""
-    if record.message:
-        return record.message
-    if record.kind == "assert" and record.condition:
-        return f"assert {record.condition}"
-    return f"{record.exception or 'error'} in {record.function or record.path}"
+    return record.seen_message or f"{record.exception or 'error'} in {record.function or record.path}"
 
 
 def derive_articles(

@@ -746,9 +746,11 @@ class LedgerVersions(Mapping):
         # earlier wording.
         spans: dict[str, list[str]] = {}
         for found in older:
-            if found.message is None or found.message == record.message or found.retired_in == found.last_seen:
+            # A bare assert's earlier wording is the statement its tracebacks printed.
+            message = found.seen_message
+            if message is None or message == record.seen_message or found.retired_in == found.last_seen:
                 continue
-            span = spans.setdefault(found.message, [found.first_seen, found.last_seen, found.retired_in or ""])
+            span = spans.setdefault(message, [found.first_seen, found.last_seen, found.retired_in or ""])
             span[1], span[2] = found.last_seen, found.retired_in or ""
         first = older[0].first_seen if older else record.first_seen
         wordings = tuple(Wording(message, *span) for message, span in spans.items())

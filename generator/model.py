@@ -555,6 +555,16 @@ class LedgerRecord:
     # by which a paste of an assert no longer raised (most have no message) finds it.
     condition: str | None = None
 
+    @property
+    def seen_message(self) -> str | None:
+        """The message a user saw: the message, or for an assert without one the statement a
+        traceback prints above `AssertionError`; None when it had no text."""
+        if self.message is not None:
+            return self.message
+        if self.kind == "assert" and self.condition:
+            return f"assert {self.condition}"
+        return None
+
 
 @record
 class Snippet:

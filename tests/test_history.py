@@ -555,6 +555,33 @@ def test_an_error_retired_after_a_rewording_keeps_its_earlier_wording_and_releas
     assert "raised by SGLang 0.5.3.post2 to 0.5.6.post2" in hit.note
 
 
+def test_a_bare_assert_that_gained_a_message_is_found_by_its_old_statement():
+    """`_force_track_h`'s assert was bare up to 0.5.18 (`assert i % chunk_size == 0`) and has a
+    message since (`supersedes` links the two): the statement the old tracebacks printed is the
+    error's earlier wording, so a paste of it finds the error, saying which releases raised it."""
+    from generator.model import LedgerRecord, Wording
+    from generator.search import Known, SearchIndex, lookup
+
+    path = "python/sglang/srt/managers/schedule_batch.py"
+    function = "ScheduleBatch.prepare.<locals>._force_track_h"
+    new = "The force track calculation needs a chunk-aligned offset. But i={i} chunk_size={chunk_size}"
+    records = {
+        "bare": LedgerRecord("bare", "moved", "v0.5.18", "v0.5.18", "assert", "AssertionError", None, path, 2645, function, moved_to="worded", retired_in="v0.5.19", condition="i % chunk_size == 0"),
+        "worded": LedgerRecord("worded", "retired", "v0.5.19", "v0.5.22", "assert", "AssertionError", new, path, 2777, function, retired_in="v0.5.23", condition="(i - prefix_len) % chunk_size == 0"),
+    }
+    versions = versions_of(records)
+    assert versions["worded"].wordings == (Wording("assert i % chunk_size == 0", "v0.5.18", "v0.5.18", "v0.5.19"),)
+    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
+    index = SearchIndex.of_entries(retired, "sgl-project/sglang", (), known)
+    paste = """  File "sglang/srt/managers/schedule_batch.py", line 2654, in _force_track_h
+      assert i % chunk_size == 0
+             ^^^^^^^^^^^^^^^^^^^
+  AssertionError"""
+    [hit, *_] = lookup(paste, index)
+    assert (hit.id, hit.match) == ("worded", "message")
+    assert "raised by SGLang 0.5.18; reworded in 0.5.19" in hit.note
+
+
 def test_a_removed_bare_assert_is_found_by_the_statement_an_old_traceback_prints(tmp_path):
     """Most asserts have no message: a traceback shows `assert <condition>` above a bare
     `AssertionError`. The ledger keeps the condition, so a paste from a release that still
