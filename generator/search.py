@@ -112,6 +112,12 @@ _REPR = re.compile(r"(?:^|[^A-Za-z0-9_.])" + _EXCEPTION + r"""\((['"])((?:\\.|(?
 _BODY_FIELD = re.compile(r"""(["'])(?:message|detail|msg)\1[ \t]*:[ \t]*(["'])((?:\\.|(?!\2)[^\\])*)(?:\2|$)""")
 # What an HTTP client puts before a server's message.
 _HTTP_WRAPPER = re.compile(r"(?:^|[ \t:])(?:Bad Request|Internal Server Error|Unprocessable Entity|Service Unavailable|HTTP(?:/[0-9.]+)?[ \t]?[0-9]{3}(?:[ \t][A-Z][a-z]+)*|Error code:[ \t]?[0-9]{3})[ \t]*[:-][ \t]*")
+# A message an issue title quotes (`dies with "engram target-verify expects one equal block"`):
+# long enough to be an error's words, not a value.
+_QUOTED = re.compile(r"[\"\u201c`]([^\"\u201d`]{20,})[\"\u201d`]")
+# A path a title puts after a message (`Cannot find any model weights /workspace/.../loader.py`).
+_PATH_WORD = re.compile(r"[ \t]+(?:[A-Za-z0-9_.~-]*/)+[A-Za-z0-9_.-]+")
+_WORD = re.compile(r"\S+")
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[^u])")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 # The words of a log line that reports an error.
@@ -338,7 +344,7 @@ def parse_paste(text: str) -> Paste:
         else:
             message = trim("\n".join(rest))
             if message:
-                readings.append(Reading(message, None, 1.0))
+                readings.extend(_unwrapped(message, None, 1.0))
     elif not message:
         # An exception line without a message (asyncio's CancelledError under a task that
         # failed): the message is that of an exception named in the log around it, if any.
@@ -418,6 +424,14 @@ def _unwrapped(text: str, exception: str | None, weight: float) -> list[Reading]
         if named:
             readings.append(Reading(trim(named.group(2)), _class_name(named.group(1)), weight))
     readings.append(Reading(text, exception, weight))
+    if exception is None:
+        # A line that only mentions the error (an issue's title): what it quotes, and the line
+        # without the paths around the message.
+        quoted = [trim(found.group(1)) for found in _QUOTED.finditer(text)]
+        bare = trim(_PATH_WORD.sub(" ", text))
+        for part in (*quoted, *([bare] if bare != text else [])):
+            if len(_WORD.findall(part)) >= 3:
+                readings.append(Reading(part, None, weight))
     return [reading for reading in readings if reading.text or reading.exception]
 
 
@@ -1398,19 +1412,31 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
                 if not path_matches(frame.path, site_path):
                     found(error_id, moved_frame_score(frame, site_path, signature), signature, moved=True)
     sure = any(slot[0] >= 1.0 and class_fits.get(error_id, False) for error_id, slot in evidence.items())
-    raised.update(error_id for error_id in elsewhere if not sure or evidence[error_id][0] >= 1.0)
+    # The same statement in a function of that name in several other places (`__init__`,
+    # `forward`) is no sign of which one the traceback went through.
+    active = [error_id for error_id in elsewhere if error_id not in retired]
+    if len(active or elsewhere) == 1:
+        raised.update(error_id for error_id in elsewhere if not sure or evidence[error_id][0] >= 1.0)
 
-    results = []
+    scored = []
     for error_id, (template, frame_value, _) in evidence.items():
         word = min(1.0, totals.get(error_id, 0.0) / known_weight) if known_weight else 0.0
         score = round(template + frame_value + word, 6)
         if score >= manifest["min_score"]:
             fits = (template >= 1.0 and class_fits[error_id]) or error_id in raised
-            # An error raised now that the message explains comes before one no longer raised:
-            # a user of an old release who pastes a message both explain is best served by the
-            # page of what it is now; the retired one follows, saying since when it is gone.
-            results.append((error_id not in raised, not fits, fits and error_id in retired, -score, error_id, score))
-    results.sort()
+            scored.append((error_id in raised, fits, template, error_id, score))
+    # An error raised now that explains the message as well as one no longer raised comes
+    # before it: a user of an old release who pastes a message both explain is best served by
+    # the page of what it is now; the retired one follows, saying since when it is gone. One
+    # that explains it better (its exact wording against another's beginning) keeps its rank.
+    best: dict[bool, float] = {}
+    for was_raised, fits, template, error_id, _score in scored:
+        if fits and error_id not in retired:
+            best[was_raised] = max(best.get(was_raised, template), template)
+    results = sorted(
+        (not was_raised, not fits, fits and error_id in retired and template <= best.get(was_raised, -1.0), -score, error_id, score)
+        for was_raised, fits, template, error_id, score in scored
+    )
     candidates = []
     for _raised, _fits, _retired, _negative, error_id, score in results[:limit]:
         shard = index.piece(f"e/{bucket(error_id, manifest['entry_buckets'])}.json")

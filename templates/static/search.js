@@ -23,6 +23,10 @@
   var REPR = new RegExp(REPR_SOURCE, "g");
   var REPR_ONE = new RegExp(REPR_SOURCE);
   var BODY_FIELD = /(["'])(?:message|detail|msg)\1[ \t]*:[ \t]*(["'])((?:\\.|(?!\2)[^\\])*)(?:\2|$)/g;
+  // A message an issue title quotes, long enough to be an error's words, not a value; a path
+  // a title puts after a message.
+  var QUOTED = /["\u201c`]([^"\u201d`]{20,})["\u201d`]/g;
+  var PATH_WORD = /[ \t]+(?:[A-Za-z0-9_.~-]*\/)+[A-Za-z0-9_.-]+/g;
   var HTTP_WRAPPER = /(?:^|[ \t:])(?:Bad Request|Internal Server Error|Unprocessable Entity|Service Unavailable|HTTP(?:\/[0-9.]+)?[ \t]?[0-9]{3}(?:[ \t][A-Z][a-z]+)*|Error code:[ \t]?[0-9]{3})[ \t]*[:-][ \t]*/;
   var ESCAPE = /\\(u[0-9a-fA-F]{4}|[^u])/g;
   var ESCAPES = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f" };
@@ -192,6 +196,18 @@
       if (named) readings.push(reading(trim(named[2]), className(named[1]), weight));
     }
     readings.push(reading(text, exception, weight));
+    if (exception === null) {
+      // A line that only mentions the error (an issue's title): what it quotes, and the line
+      // without the paths around the message.
+      var parts = [];
+      QUOTED.lastIndex = 0;
+      while ((found = QUOTED.exec(text))) parts.push(trim(found[1]));
+      var bare = trim(text.replace(PATH_WORD, " "));
+      if (bare !== text) parts.push(bare);
+      parts.forEach(function (part) {
+        if ((part.match(/\S+/g) || []).length >= 3) readings.push(reading(part, null, weight));
+      });
+    }
     return readings.filter(function (r) {
       return r.text || r.exception;
     });
@@ -301,7 +317,7 @@
         exception = first.exception;
       } else {
         message = trim(rest.join("\n"));
-        if (message) readings.push(reading(message, null, 1));
+        if (message) readings = readings.concat(unwrapped(message, null, 1));
       }
     } else if (!message) {
       first = readings.find(function (r) {
@@ -656,19 +672,30 @@
     evidence.forEach(function (slot, id) {
       if (slot[0] >= 1 && classFits.get(id)) sure = true;
     });
-    elsewhere.forEach(function (id) {
-      if (!sure || evidence.get(id)[0] >= 1) raised.add(id);
-    });
+    // The same statement in a function of that name in several other places is no sign of
+    // which one the traceback went through.
+    var active = Array.from(elsewhere).filter(function (id) { return !retired.has(id); });
+    if ((active.length || elsewhere.size) === 1) {
+      elsewhere.forEach(function (id) {
+        if (!sure || evidence.get(id)[0] >= 1) raised.add(id);
+      });
+    }
 
     var results = [];
+    var best = [null, null]; // by tier (raised, not): the best template of an error raised now that fits
     evidence.forEach(function (slot, id) {
       var word = knownWeight ? Math.min(1, (totals.get(id) || 0) / knownWeight) : 0;
       var score = round6(slot[0] + slot[1] + word);
       if (score >= manifest.min_score) {
         var fits = (slot[0] >= 1 && classFits.get(id)) || raised.has(id);
-        // Raised now before no longer raised, among those the message explains.
-        results.push([raised.has(id) ? 0 : 1, fits ? 0 : 1, score, id, fits && retired.has(id) ? 1 : 0]);
+        var tier = raised.has(id) ? 0 : 1;
+        if (fits && !retired.has(id) && (best[tier] === null || slot[0] > best[tier])) best[tier] = slot[0];
+        results.push([tier, fits ? 0 : 1, score, id, fits && retired.has(id) ? slot[0] : null]);
       }
+    });
+    // Raised now before no longer raised, among those the message explains as well.
+    results.forEach(function (item) {
+      item[4] = item[4] !== null && best[item[0]] !== null && item[4] <= best[item[0]] ? 1 : 0;
     });
     results.sort(function (a, b) {
       return a[0] - b[0] || a[1] - b[1] || a[4] - b[4] || b[2] - a[2] || compareIds(a[3], b[3]);
