@@ -615,24 +615,32 @@ AssertionError"""
     assert found.title == "assert not get_global_server_args().disable_chunked_prefix_cache"
 
 
-def test_an_exact_old_wording_comes_before_the_beginning_of_a_new_one(tmp_path):
-    """A user of 0.5.19 pastes the DeepEP v2 message of that release, which a later one removed
-    and wrote anew elsewhere, unpaired: the retired error explains the whole paste and the new
-    one only its beginning, so the retired one comes first (sglang#39408)."""
-    from generator.search import Known, SearchIndex, lookup
+def _two_revisions(tmp_path, old: dict, new: dict):
+    """The entries of two commits of upstream (`old`, then `new`), the ledger after both, and
+    the search index of the second with what the ledger keeps of the first."""
+    from generator.search import Known, SearchIndex
 
-    path = "python/sglang/srt/arg_groups/moe_hook.py"
-    old = {path: 'def validate(architecture, validated):\n    raise ValueError(f"DeepEP v2 MoE is not validated for {architecture!r}; supported architectures are {sorted(validated)}. Use --moe-a2a-backend deepep.")\n'}
-    new = {path: 'def check_registered(architecture):\n    raise ValueError(f"DeepEP v2 MoE is not validated for {architecture!r}. The model package must register its architecture first.")\n'}
     shas = make_repo(tmp_path / "up", [old, new])
     up1, first = entries_at(tmp_path / "up", shas[0], tmp_path / "cache")
     up2, second = entries_at(tmp_path / "up", shas[1], tmp_path / "cache")
     records = update_ledger(update_ledger({}, first, up1).records, second, up2).records
-    [gone], [now] = first, second
-    assert (records[gone.id].status, records[now.id].status) == ("retired", "active")
     versions = versions_of(records)
     retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
-    index = SearchIndex.of_entries(second + retired, "sgl-project/sglang", (), known)
+    return first, second, records, SearchIndex.of_entries(second + retired, "sgl-project/sglang", (), known)
+
+
+def test_an_exact_old_wording_comes_before_the_beginning_of_a_new_one(tmp_path):
+    """A user of 0.5.19 pastes the DeepEP v2 message of that release, which a later one removed
+    and wrote anew elsewhere, unpaired: the retired error explains the whole paste and the new
+    one only its beginning, so the retired one comes first (sglang#39408)."""
+    from generator.search import lookup
+
+    path = "python/sglang/srt/arg_groups/moe_hook.py"
+    old = {path: 'def validate(architecture, validated):\n    raise ValueError(f"DeepEP v2 MoE is not validated for {architecture!r}; supported architectures are {sorted(validated)}. Use --moe-a2a-backend deepep.")\n'}
+    new = {path: 'def check_registered(architecture):\n    raise ValueError(f"DeepEP v2 MoE is not validated for {architecture!r}. The model package must register its architecture first.")\n'}
+    first, second, records, index = _two_revisions(tmp_path, old, new)
+    [gone], [now] = first, second
+    assert (records[gone.id].status, records[now.id].status) == ("retired", "active")
     paste = "ValueError: DeepEP v2 MoE is not validated for 'Qwen3_5MoeForConditionalGeneration'; supported architectures are ['DeepseekV3ForCausalLM']. Use --moe-a2a-backend deepep."
     assert [(found.id, found.match) for found in lookup(paste, index)][:2] == [(gone.id, "message"), (now.id, "beginning")]
 
@@ -641,22 +649,16 @@ def test_a_statement_in_functions_of_that_name_in_several_other_files_is_no_sign
     """sglang#2270: a 0.4.0 traceback through `FusedMoE.__init__`'s bare assert, removed since.
     Three `__init__`s of another file check the same statement today; the frame's file, line and
     statement point at the retired one, which comes first."""
-    from generator.search import Known, SearchIndex, lookup
+    from generator.search import lookup
 
     moe = "python/sglang/srt/layers/fused_moe_triton/layer.py"
     linear = "python/sglang/srt/layers/linear.py"
     checks = "".join(f"class {name}:\n    def __init__(self):\n        assert self.quant_method is not None\n" for name in ("ReplicatedLinear", "ColumnParallelLinear", "RowParallelLinear"))
     old = {moe: "class FusedMoE:\n    def __init__(self):\n        assert self.quant_method is not None\n", linear: checks}
     new = {moe: "class FusedMoE:\n    def __init__(self):\n        self.quant_method = None\n", linear: checks}
-    shas = make_repo(tmp_path / "up", [old, new])
-    up1, first = entries_at(tmp_path / "up", shas[0], tmp_path / "cache")
-    up2, second = entries_at(tmp_path / "up", shas[1], tmp_path / "cache")
-    records = update_ledger(update_ledger({}, first, up1).records, second, up2).records
+    first, second, records, index = _two_revisions(tmp_path, old, new)
     [gone] = [entry for entry in first if entry.sites[0].path == moe]
     assert records[gone.id].status == "retired" and len(second) == 3
-    versions = versions_of(records)
-    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
-    index = SearchIndex.of_entries(second + retired, "sgl-project/sglang", (), known)
     paste = """    self.experts = FusedMoE(
   File "/home/.local/lib/python3.10/site-packages/sglang/srt/layers/fused_moe_triton/layer.py", line 3, in __init__
     assert self.quant_method is not None
@@ -669,20 +671,14 @@ def test_a_traceback_of_an_assert_that_moved_file_lists_the_one_raised_now_first
     one added. A traceback from before the move points at both (the old by its file and line, the
     new by its function and statement): the one raised now comes first, as for a message both
     explain, and the retired one follows."""
-    from generator.search import Known, SearchIndex, lookup
+    from generator.search import lookup
 
     body = "class SWAComponent:\n    def build_hicache_transfers(self, cd):\n        assert cd.host_value is not None or cd.value is not None\n"
     old = {"python/sglang/srt/mem_cache/swa_component.py": body}
     new = {"python/sglang/srt/mem_cache/swa_component.py": None, "python/sglang/srt/mem_cache/components/swa.py": body}
-    shas = make_repo(tmp_path / "up", [old, new])
-    up1, first = entries_at(tmp_path / "up", shas[0], tmp_path / "cache")
-    up2, second = entries_at(tmp_path / "up", shas[1], tmp_path / "cache")
-    records = update_ledger(update_ledger({}, first, up1).records, second, up2).records
+    first, second, records, index = _two_revisions(tmp_path, old, new)
     [gone], [now] = first, second
     assert (records[gone.id].status, records[now.id].status) == ("retired", "active")
-    versions = versions_of(records)
-    retired, known = Known.of_ledger({}, ledger_facts(records, versions), versions)
-    index = SearchIndex.of_entries(second + retired, "sgl-project/sglang", (), known)
     paste = """Traceback (most recent call last):
   File "/venv/lib/python3.12/site-packages/sglang/srt/mem_cache/swa_component.py", line 3, in build_hicache_transfers
     assert cd.host_value is not None or cd.value is not None
