@@ -268,8 +268,9 @@ def test_phases_on_the_labelled_set_and_the_callers_issue_18_names(sglang):
     assert len(labels) >= 100 and all((label["path"], label["function"]) in located for label in labels)
     right = [phase_of(phases, label["path"], label["function"], scope_of([label["path"]])) == label["phase"] for label in labels]
     # 75 of 110 when the set was made, 77 since the request entry points for registries (README:
-    # `errorkb callers`); a change that loses more than a few is a regression.
-    assert sum(right) >= 74
+    # `errorkb callers`), 78 since a function defined in another is called by it; a change that
+    # loses more than a few is a regression.
+    assert sum(right) >= 75
     # Issue #18's examples: nothing reaches `_validate_grid`; the multimodal broadcast runs only
     # under --enable-broadcast-mm-inputs-process.
     grid = ("python/sglang/srt/mem_cache/hicache_key_scheme.py", "_validate_grid")
