@@ -1242,6 +1242,11 @@ def template_matches(message: str, segments: list[str], starts: bool, ends: bool
     return True
 
 
+# What a site's earlier place at the traceback's line adds to its frame score: less than any
+# other evidence, so it only orders sites the rest cannot tell apart.
+AT_LINE = 0.05
+
+
 def frame_score(frame: Frame, function: str, line: int, end_line: int, signature: str) -> float:
     """How surely a traceback frame is a site in the same file: same function 0.2, the printed
     source line is the site's statement 0.8, the line inside the site's lines 0.8 (same
@@ -1400,9 +1405,12 @@ def lookup_paste(paste: Paste, index: SearchIndex, limit: int = 10) -> list[Cand
                     if len(rest) > 1:
                         retired.add(error_id)
                     value = frame_score(frame, function, 0, -1, signature) if releases else frame_score(frame, function, line, end_line, signature)
-                    found(error_id, value, signature)
                     if releases and line == frame.line and value >= 1.0:
                         at_line[error_id] = releases
+                        # Of sites alike (the `raise NotImplementedError`s of one function), the
+                        # one an earlier release raised at the traceback's line goes first.
+                        value += AT_LINE
+                    found(error_id, value, signature)
         if frame.function and frame.source:
             key = statement_key(frame.function, squash(frame.source))
             rows = index.piece(f"g/{bucket(key, manifest['function_buckets'])}.json").get(key, [])

@@ -629,6 +629,26 @@ def _two_revisions(tmp_path, old: dict, new: dict):
     return first, second, records, SearchIndex.of_entries(second + retired, "sgl-project/sglang", (), known)
 
 
+def test_of_sites_alike_the_one_an_earlier_release_raised_at_the_traceback_line_goes_first(tmp_path):
+    """sglang#9652: `init_new` raises `NotImplementedError` at several places; a traceback of
+    0.5.1 names its line, where that release raised one of them, since moved down the file.
+    That one goes first, where the ids' order decided before."""
+    from generator.search import lookup
+
+    path = "python/sglang/srt/eplb/expert_distribution.py"
+    body = "def init_new(mode):\n    if mode == 'a':\n        raise NotImplementedError\n    if mode == 'b':\n        raise NotImplementedError\n"
+    old = {path: body}
+    new = {path: "import os\n\n\n" + body}
+    first, second, records, index = _two_revisions(tmp_path, old, new)
+    [a, b] = sorted(second, key=lambda entry: entry.sites[0].line)
+    paste = """  File "/sglang/python/sglang/srt/eplb/expert_distribution.py", line 5, in init_new
+    raise NotImplementedError
+NotImplementedError"""
+    found = lookup(paste, index)
+    assert [hit.id for hit in found[:2]] == [b.id, a.id]
+    assert "the traceback's line is where SGLang" in found[0].note
+
+
 def test_an_exact_old_wording_comes_before_the_beginning_of_a_new_one(tmp_path):
     """A user of 0.5.19 pastes the DeepEP v2 message of that release, which a later one removed
     and wrote anew elsewhere, unpaired: the retired error explains the whole paste and the new

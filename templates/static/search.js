@@ -27,6 +27,7 @@
   // a title puts after a message.
   var QUOTED = /["\u201c`]([^"\u201d`]{20,})["\u201d`]/g;
   var PATH_WORD = /[ \t]+(?:[A-Za-z0-9_.~-]*\/)+[A-Za-z0-9_.-]+/g;
+  var AT_LINE = 0.05; // search.py's AT_LINE
   var HTTP_WRAPPER = /(?:^|[ \t:])(?:Bad Request|Internal Server Error|Unprocessable Entity|Service Unavailable|HTTP(?:\/[0-9.]+)?[ \t]?[0-9]{3}(?:[ \t][A-Z][a-z]+)*|Error code:[ \t]?[0-9]{3})[ \t]*[:-][ \t]*/;
   var ESCAPE = /\\(u[0-9a-fA-F]{4}|[^u])/g;
   var ESCAPES = { n: "\n", t: "\t", r: "\r", b: "\b", f: "\f" };
@@ -656,8 +657,12 @@
           var earlier = site.length > 5 && site[5] !== "";
           if (site.length > 6 && site[6]) retired.add(site[0]);
           var value = earlier ? frameScore(frame, site[1], 0, -1, site[4]) : frameScore(frame, site[1], site[2], site[3], site[4]);
+          if (earlier && site[2] === frame.line && value >= 1.0) {
+            atLine.set(site[0], site[5]);
+            // Of sites alike, the one an earlier release raised at the traceback's line goes first.
+            value += AT_LINE;
+          }
           found(site[0], value, site[4]);
-          if (earlier && site[2] === frame.line && value >= 1.0) atLine.set(site[0], site[5]);
         });
       });
     }
