@@ -745,10 +745,11 @@ class LedgerVersions(Mapping):
         # also raised under another id (the id rules changed between two builds of it) is no
         # earlier wording.
         spans: dict[str, list[str]] = {}
+        current = record.seen_message
         for found in older:
             # A bare assert's earlier wording is the statement its tracebacks printed.
             message = found.seen_message
-            if message is None or message == record.seen_message or found.retired_in == found.last_seen:
+            if message is None or message == current or found.retired_in == found.last_seen:
                 continue
             span = spans.setdefault(message, [found.first_seen, found.last_seen, found.retired_in or ""])
             span[1], span[2] = found.last_seen, found.retired_in or ""

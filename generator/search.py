@@ -532,7 +532,7 @@ def statement_matcher(entry: ErrorEntry) -> _Matcher | None:
     site = entry.sites[0]
     if entry.message is not None or site.kind != "assert" or not site.assert_condition or entry.scope != "product":
         return None
-    matcher = template_matcher(Template((f"assert {site.assert_condition}",)))
+    matcher = template_matcher(Template((entry.title,)))
     # A paste of a statement shows all its words, and 10,000 statements start "assert": the
     # rarest of the condition's words picks its shard.
     words = _safe_tokens(site.assert_condition, first=True, last=True)
