@@ -336,11 +336,66 @@ def highlight_lines(code: str) -> list[str]:
     """Pygments HTML for each line of `code`; every line's markup is closed on that line."""
     if not code:
         return []
-    tokens = ((Token.Text if kind in _PLAIN else kind, text) for kind, text in _lexer().get_tokens(code))
-    markup = pygments.format(tokens, _FORMATTER)
-    lines = markup.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    # What `Lexer.get_tokens` does to the text first (`_preprocess_lexer_input`, with this
+    # lexer's options): no byte-order mark, newlines as "\n".
+    text = code.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return _html_lines(_lexer().get_tokens_unprocessed(text))
+
+
+# The opening tag of each token type's span ("" for none), made on first use as
+# `HtmlFormatter(nowrap=True)` makes it; the types of `_PLAIN` have none.
+_OPENERS: dict = dict.fromkeys(_PLAIN, "")
+
+
+def _opener(kind) -> str:
+    css_class = _FORMATTER._get_css_classes(kind)
+    return f'<span class="{css_class}">' if css_class else ""
+
+
+def _html_lines(tokens: Iterable[tuple[int, object, str]]) -> list[str]:
+    """The lines of `HtmlFormatter(nowrap=True)`'s markup for a lexer's `(position, type, text)`
+    tokens, byte for byte: its line loop (`_format_lines`) without the options it is never given
+    here (line numbers, tag files, inline styles), writing lines to a list instead of a stream
+    to be joined and split again. It was a third of highlighting's cost (bench/README.md)."""
+    openers = _OPENERS
+    lines: list[str] = []
+    line: list[str] = []
+    lspan = ""
+    for _, kind, value in tokens:
+        cspan = openers.get(kind)
+        if cspan is None:
+            cspan = openers[kind] = _opener(kind)
+        if "&" in value or "<" in value or ">" in value:
+            value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        if "\n" in value:
+            parts = value.split("\n")
+            for part in parts[:-1]:
+                if line:
+                    if lspan != cspan and part:
+                        line.extend(((lspan and "</span>"), cspan, part, (cspan and "</span>")))
+                    else:
+                        line.extend((part, (lspan and "</span>")))
+                    lines.append("".join(line))
+                    line = []
+                elif part:
+                    lines.append(f"{cspan}{part}{cspan and '</span>'}")
+                else:
+                    lines.append("")
+            value = parts[-1]
+        if not value:
+            continue
+        if line:
+            if lspan != cspan:
+                line.extend(((lspan and "</span>"), cspan, value))
+                lspan = cspan
+            else:
+                line.append(value)
+        else:
+            line = [cspan, value]
+            lspan = cspan
+    if line:
+        line.append(lspan and "</span>")
+        lines.append("".join(line))
     return lines
 
 

@@ -147,6 +147,32 @@ def test_a_pattern_that_may_match_nothing_or_is_not_followed_is_tried_everywhere
     assert _first_characters(re.compile(pattern), 0) is None
 
 
+def _pygments_lines(code: str) -> list[str]:
+    """What Pygments' own formatter gives for `highlight_lines`'s tokens, split into lines."""
+    from pygments import format as pygments_format
+    from pygments.formatters import HtmlFormatter
+    from pygments.token import Token
+
+    from generator.highlight import _PLAIN
+
+    tokens = ((Token.Text if kind in _PLAIN else kind, text) for kind, text in QuickPythonLexer(**OPTIONS).get_tokens(code))
+    lines = pygments_format(tokens, HtmlFormatter(nowrap=True)).split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+@pytest.mark.parametrize("code", [*TRICKY_PYTHON, "", "\n\n", "\ufeffx = 1", "a = '''<b>\n\n&c'''\nd", 's = """one\ntwo"""\n'])
+def test_highlighted_lines_are_pygments_own_html(code):
+    assert highlight_lines(code) == _pygments_lines(code)
+
+
+@pytest.mark.real
+def test_real_sglang_files_highlight_as_pygments_formats_them():
+    source = open_source(f"pypi:sglang=={conftest.DEFAULT_VERSION}", Config(), conftest.test_cache_dir())
+    for file in source.files()[7::120]:
+        code = source.read(file).decode("utf-8", errors="replace")
+        assert highlight_lines(code) == _pygments_lines(code), file.path
+
+
 def test_highlighted_lines_are_closed_on_each_line():
     lines = highlight_lines('s = """one\ntwo"""\nx = 1\n')
     assert len(lines) == 3
