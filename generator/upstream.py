@@ -270,13 +270,14 @@ def _read_archive(path: Path, config: Config) -> dict[str, bytes]:
                     if name.startswith(root) and name.endswith(".py"):
                         texts[config.path_prefix + name[len(root) - len(config.package) - 1 :]] = archive.read(name)
         else:
-            with tarfile.open(path) as archive:
-                members = [m for m in archive.getmembers() if m.isfile()]
-                root = _package_root([m.name for m in members], marker)
-                for member in members:
-                    if member.name.startswith(root) and member.name.endswith(".py"):
-                        data = archive.extractfile(member).read()
-                        texts[config.path_prefix + member.name[len(root) - len(config.package) - 1 :]] = data
+            # Read as a stream, in one pass: listing the members first and then reading each
+            # went through the compressed archive twice (bench/README.md).
+            with tarfile.open(path, mode="r|*") as archive:
+                found = {member.name: archive.extractfile(member).read() for member in archive if member.isfile() and member.name.endswith(".py")}
+            root = _package_root(list(found), marker)
+            for name, data in found.items():
+                if name.startswith(root):
+                    texts[config.path_prefix + name[len(root) - len(config.package) - 1 :]] = data
     except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as error:
         raise SourceError(f"{path}: unreadable archive: {error}") from None
     return texts
