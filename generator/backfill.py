@@ -4,15 +4,17 @@ Each release from `start` to `end`, oldest first, is read as a build of `pypi:<n
 reads it (`upstream.PypiSource`, the sites of each blob through the cache, `model.group_sites`)
 and folded into a ledger by `history.update_ledger`, as a build of each release in turn would
 fold it. No page is rendered. A blob that an earlier release (or an earlier run) already had is
-read from the sites cache, not parsed again. Each release is extracted whole, as a build would
+read from the sites cache, not parsed again. The releases after the one being folded are read,
+and their new blobs parsed, by worker processes meanwhile (`Prefetch`). Each release is extracted whole, as a build would
 extract it: a raiser's call sites depend on the raisers every other file defines, so a file
 unchanged since the release before may give other sites (taking such files from the release
 before once left five errors of 0.5.19 to 0.5.23 retired in the ledger while every build raised
 them).
 
 The ledger being made is kept in the cache, in `backfill/<digest>/`, in the content folder's own
-format (`ledger/`, the change list whole in `changes.jsonl`, `upstream.json`), with `progress.json` listing the releases
-folded in so far; it is written after each release. It lives in the cache, not in `content/`,
+format (`ledger/`, the change list whole in `changes.jsonl`, `upstream.json`), with
+`progress.json` listing the releases folded in so far; it is written every `SAVE_EVERY`
+seconds and when the run ends or stops. It lives in the cache, not in `content/`,
 because it is made only from public releases and this code (the digest covers both, so a state
 made by other code is never continued), is never edited or committed, and an interrupted run
 then leaves `content/` as it was. A run continues after the last release recorded there.
@@ -25,8 +27,11 @@ word stands (the backfill's, when it read the release the current ledger was las
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -36,8 +41,8 @@ from generator.config import Config
 from generator.errors import DownloadError, ErrorkbError, SourceError
 from generator.files import write_atomic
 from generator.model import Change, LedgerRecord, Upstream, group_sites
-from generator.pipeline import extract_upstream, extractor_version
-from generator.upstream import PypiSource, release_versions, version_key
+from generator.pipeline import cache_blobs, extract_upstream, extractor_version
+from generator.upstream import PypiSource, Source, release_versions, version_key
 
 PROGRESS_NAME = "progress.json"
 # The kinds of change each release's line counts; others (`rekeyed`, `split`: an id of one
@@ -115,20 +120,29 @@ def _backfill(
     resumed = len(steps)
     upstream = state.upstream()
     cache = SiteCache(cache_dir, extractor_version())
-    if len(steps) < len(wanted):
-        # The extractor (and libcst, 0.4 s to import) is imported here once, so that the workers
-        # each release forks to parse its new blobs find it imported instead of importing it.
-        import generator.extract  # noqa: F401
-    for version in wanted[len(steps) :]:
-        step, folded = fold_release(config, name, version, cache_dir, cache, records, jobs)
-        if folded is not None:
-            upstream, update = folded
-            records = update.records
-            lines = history.ledger_lines(records, lines)
-            changes = [history.change_line(change) for change in update.changes] + changes
-        steps.append(step)
-        state.save(records, lines, changes, steps, upstream)
-        report(step)
+    todo = wanted[len(steps) :]
+    with ExitStack() as stack:
+        ahead = stack.enter_context(Prefetch(config, name, todo, cache_dir, cache, jobs)) if todo else None
+        # The state is written every SAVE_EVERY seconds, and when the run ends or stops
+        # (interrupted, a download failed): writing the whole ledger after each of 119
+        # releases cost more than folding most of them. A run killed outright folds again the
+        # releases after the last save.
+        saved, unsaved = time.monotonic(), False
+        try:
+            for version in todo:
+                step, folded = fold_release(config, name, version, cache_dir, cache, records, jobs, ahead)
+                if folded is not None:
+                    upstream, update = folded
+                    records, changes = update.records, [history.change_line(change) for change in update.changes] + changes
+                steps.append(step)
+                unsaved = True
+                if time.monotonic() - saved >= SAVE_EVERY:
+                    lines = state.save(records, lines, changes, steps, upstream)
+                    saved, unsaved = time.monotonic(), False
+                report(step)
+        finally:
+            if unsaved:
+                lines = state.save(records, lines, changes, steps, upstream)
     if upstream is None:
         raise SourceError(f"pypi:{name}: no release from {start} to {end} could be read")
     revisions = {step.revision for step in steps if not step.skipped}
@@ -144,21 +158,26 @@ def fold_release(
     cache: SiteCache,
     records: Mapping[str, LedgerRecord],
     jobs: int | None,
+    ahead: Prefetch | None = None,
 ) -> tuple[ReleaseStep, tuple[Upstream, history.LedgerUpdate] | None]:
     """One release folded into `records` as its build would fold it: its step and the update,
     or a skipped step and None when the release cannot be read. Its files are extracted as a
     build extracts them (`pipeline.extract_upstream`, the sites cache, then parsing what it
     lacks), whole: the call sites of a raiser depend on the raisers every other file defines,
-    so a file unchanged since the release before may still give other sites."""
+    so a file unchanged since the release before may still give other sites. With `ahead`, the
+    release comes from there, its new blobs already parsed into the cache."""
     try:
-        source = PypiSource(name, version, config, cache_dir)
+        if ahead is not None:
+            source, parsed = ahead.take(version)
+        else:
+            source = PypiSource(name, version, config, cache_dir)
+            parsed = len({file.blob_sha for file in source.files() if not cache.holds(file.blob_sha)})
     except DownloadError:
         raise
     except SourceError as error:
         return ReleaseStep(version, skipped=str(error)), None
     files = source.files()
     upstream = source.upstream
-    parsed = len({file.blob_sha for file in files if not cache.holds(file.blob_sha)})
     extraction = extract_upstream(source, cache_dir, jobs=jobs)
     entries = group_sites(extraction.sites, upstream.repo)
     blobs = {file.path: file.blob_sha for file in files}
@@ -175,6 +194,116 @@ def fold_release(
         changes=tuple(sorted(counts.items())),
     )
     return step, (upstream, update)
+
+
+# How often the state is written during a run (and after its last release), in seconds.
+SAVE_EVERY = 30.0
+# How many releases are read ahead of the one being folded, at most: each holds its files'
+# text (up to 60 MB for the latest), and a few keep the workers busy.
+READ_AHEAD = 4
+
+
+class Prefetch:
+    """The releases to come, read and their new blobs parsed into the sites cache by worker
+    processes while this one folds the releases before them: without it, the workers idled
+    while each release was folded, and this process waited while they parsed and while it
+    read each archive (bench/README.md).
+
+    Releases are read in order, each by a worker, up to `READ_AHEAD` after the one taken last;
+    each blob is handed to the workers once, by the first release that has it and the cache
+    lacks. `take` gives a release once its blobs are parsed, with how many of them it was the
+    first to have."""
+
+    def __init__(self, config: Config, name: str, versions: list[str], cache_dir: Path, cache: SiteCache, jobs: int | None) -> None:
+        self._config, self._name, self._cache_dir, self._cache = config, name, cache_dir, cache
+        self._versions = list(versions)
+        self._asked = 0  # releases asked for so far, from the first of `versions`
+        # By version: the release being read, or read (its source or why it cannot be read,
+        # the parsing of its new blobs, how many those are).
+        self._reading: dict[str, Future] = {}
+        self._read: dict[str, tuple[Source | SourceError, list[Future], int]] = {}
+        self._held = cache.keys()
+        self._queued: set[str] = set()
+        # The extractor (and libcst, 0.4 s to import) is imported before the workers are
+        # forked, so they find it imported.
+        import generator.extract  # noqa: F401
+
+        self._pool = workers.pool(workers.cores(jobs)) if workers.cores(jobs) > 1 else None
+
+    def __enter__(self) -> Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def take(self, version: str) -> tuple[Source, int]:
+        """The release, read, its new blobs in the cache; and how many of its blobs were
+        parsed for it. Raises what reading it raised (`SourceError`, `DownloadError`)."""
+        while True:
+            # The releases after it are asked for meanwhile, so the workers go on reading and
+            # parsing while this process folds this one.
+            while self._asked < len(self._versions) and len(self._reading) + len(self._read) < READ_AHEAD + 1:
+                self._ask(self._versions[self._asked])
+            for done in [v for v, future in self._reading.items() if future.done()]:
+                self._parse(done, self._reading.pop(done))
+            if version not in self._read:
+                wait(list(self._reading.values()), return_when=FIRST_COMPLETED)
+                continue
+            source, futures, parsed = self._read[version]
+            pending = [future for future in futures if not future.done()]
+            if not pending:
+                break
+            wait([*pending, *self._reading.values()], return_when=FIRST_COMPLETED)
+        del self._read[version]
+        for future in futures:
+            future.result()  # a worker's failure is this run's
+        if isinstance(source, SourceError):
+            raise source
+        return source, parsed
+
+    def _ask(self, version: str) -> None:
+        self._asked += 1
+        future: Future
+        if self._pool is None:
+            future = Future()
+            future.set_result(_read_release(self._name, version, self._config, self._cache_dir))
+        else:
+            future = self._pool.submit(_read_release, self._name, version, self._config, self._cache_dir)
+        self._reading[version] = future
+
+    def _parse(self, version: str, reading: Future) -> None:
+        """A release read: its new blobs handed to the workers."""
+        source = reading.result()
+        if isinstance(source, DownloadError):
+            # Raised when the run reaches this release, after folding those before it;
+            # nothing after it is asked for.
+            self._asked = len(self._versions)
+        if isinstance(source, SourceError):
+            self._read[version] = (source, [], 0)
+            return
+        new = []
+        for file in source.files():
+            if file.blob_sha not in self._held and file.blob_sha not in self._queued:
+                self._queued.add(file.blob_sha)
+                new.append(file)
+        batches = [[(file, source.read(file)) for file in new[start : start + 8]] for start in range(0, len(new), 8)]
+        futures: list[Future] = []
+        for batch in batches:
+            if self._pool is None:
+                cache_blobs(self._cache, batch)
+            else:
+                futures.append(self._pool.submit(cache_blobs, self._cache, batch))
+        self._read[version] = (source, futures, len(new))
+
+
+def _read_release(name: str, version: str, config: Config, cache_dir: Path) -> Source | SourceError:
+    """In a worker of `Prefetch`: a release read (downloaded first if it must be), or why it
+    cannot be."""
+    try:
+        return PypiSource(name, version, config, cache_dir)
+    except SourceError as error:
+        return error
 
 
 class BackfillState:
@@ -222,14 +351,18 @@ class BackfillState:
         changes: list[str],
         steps: list[ReleaseStep],
         upstream: Upstream | None,
-    ) -> None:
+    ) -> dict[str, tuple[tuple, str]]:
         """The ledger and changes as a build leaves them, then the releases done: a run killed
-        between the two folds the last release again, which changes nothing."""
+        between the two folds the last release again, which changes nothing. Returns the
+        ledger's lines, to be given with the next save: `lines`, the lines last written,
+        where their records are unchanged."""
+        written = dict(lines)
         if upstream is not None:
-            files = {**history.ledger_files(records, lines), history.CHANGES_NAME: history.changes_file(changes)}
+            files = {**history.ledger_files(records, lines, written), history.CHANGES_NAME: history.changes_file(changes)}
             history.save_history(self.folder, history.BuildHistory(records, (), ()), upstream, files)
         progress = {"steps": [asdict(step) for step in steps]}
         write_atomic(self.folder / PROGRESS_NAME, (json.dumps(progress, indent=1, sort_keys=True) + "\n").encode())
+        return written
 
 
 def _step_of(data: dict) -> ReleaseStep:

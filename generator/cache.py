@@ -72,6 +72,14 @@ class Store:
             _broken(self.path, error)
             return False
 
+    def keys(self) -> set[str]:
+        """Every key with an entry (readable or not)."""
+        try:
+            return {key for (key,) in self._connection().execute("SELECT key FROM entries")}
+        except sqlite3.Error as error:
+            _broken(self.path, error)
+            return set()
+
     def get(self, key: str) -> object | None:
         """The entry's JSON value; None when there is none or it is unreadable."""
         try:

@@ -61,6 +61,12 @@ def _extract_batch(cache: SiteCache, facts: Store | None, batch: list[tuple[Sour
     return results
 
 
+def cache_blobs(cache: SiteCache, batch: list[tuple[SourceFile, bytes]]) -> None:
+    """In a worker: what each blob of a batch alone gives, into the cache; nothing is sent back
+    (`backfill.Prefetch` reads it from there)."""
+    _extract_batch(cache, None, batch)
+
+
 def extract_upstream(source: Source, cache_dir: Path, jobs: int | None = None, facts: bool = False) -> Extraction:
     """Every site of the source, reading only blobs the cache does not already hold; with
     `facts`, the call graph's facts of the files parsed are kept too (`callgraph.facts_store`)."""
