@@ -98,6 +98,16 @@ ENTRY_POINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "*/sglang/multimodal_gen/runtime/pipelines*:*.initialize_pipeline",
         "*/sglang/multimodal_gen/runtime/pipelines*:*.load_*",
         "*/sglang/multimodal_gen/runtime/models/*:*.__init__",
+        # Built at start-up through registries the graph does not follow: the attention backend
+        # the model runner makes by name (`ATTENTION_BACKENDS[name](runner)`, and the registry's
+        # own constructors), the CUDA-graph buffers each graph runner asks it for, and the MoE
+        # layers and speculative workers made with the model. Their other methods run while
+        # serving (below).
+        "*/sglang/srt/layers/attention/attention_registry.py:*",
+        "*/sglang/srt/layers/attention/*:*.__init__",
+        "*/sglang/srt/layers/attention/*:*.init_cuda_graph_state",
+        "*/sglang/srt/layers/moe/*:*.__init__",
+        "*/sglang/srt/speculative/*:*.__init__",
     )),
     # Scheduler, workers, kernels, communication while serving.
     ("serving", (
