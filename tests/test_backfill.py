@@ -339,3 +339,36 @@ def test_join_takes_the_backfills_changes_at_a_release_it_folded():
     joined = join_ledgers(backfilled, mine, current, theirs, end, built, folded={"v1", "v2"})
     assert [(c.id, c.change) for c in joined.changes] == [("old", "rekeyed"), ("b", "added")]
     assert joined.records["old"] == current["old"]
+
+
+def test_workers_reading_ahead_leave_what_one_process_leaves(tmp_path, index):
+    """With worker processes reading the next releases and parsing their new blobs while one
+    is folded, the ledger, each release's step and the blobs parsed for it are those of a run
+    in one process; a release that cannot be read is skipped there too."""
+    releases = {**RELEASES, "1.1rc0": ("sglang-1.1rc0-py3-none-any.whl", b"not a zip archive")}
+    one, two = [], []
+    backfill(CONFIG, tmp_path / "one", publish(tmp_path / "a", releases, tmp_path / "cache-a"), "1.0", "1.1.post1", "sglang", jobs=1, report=one.append)
+    backfill(CONFIG, tmp_path / "two", publish(tmp_path / "b", releases, tmp_path / "cache-b"), "1.0", "1.1.post1", "sglang", jobs=2, report=two.append)
+    assert history_bytes(tmp_path / "two") == history_bytes(tmp_path / "one")
+    assert [s.version for s in two if s.skipped] == ["1.1rc0"] and "unreadable archive" in two[1].skipped
+    assert [(s.version, s.files, s.parsed, s.errors, s.changes) for s in two] == [(s.version, s.files, s.parsed, s.errors, s.changes) for s in one]
+
+
+def test_a_download_failing_ahead_stops_the_run_after_the_releases_before_it(tmp_path, index):
+    """The workers read releases ahead of the one being folded: a later release's failed
+    download must not stop the releases before it from being folded and kept."""
+    listing = index / "pypi" / "sglang-index.json"
+    good = listing.read_text()
+    broken = json.loads(good)
+    broken["files"][2]["url"] = (tmp_path / "index" / "missing.whl").as_uri()
+    listing.write_text(json.dumps(broken))
+    (index / "pypi" / "sglang-1.1.json").unlink()
+    folded = []
+    with pytest.raises(DownloadError, match="download failed"):
+        backfill(CONFIG, tmp_path / "content", index, "1.0", "1.1.post1", "sglang", jobs=2, report=folded.append)
+    assert [s.version for s in folded] == ["1.0", "1.1rc0"]
+    listing.write_text(good)
+    (index / "pypi" / "sglang-1.1.json").unlink()
+    result = backfill(CONFIG, tmp_path / "content", index, "1.0", "1.1.post1", "sglang", jobs=2)
+    assert result.resumed == 2
+    assert history_bytes(tmp_path / "content") == history_bytes(successive_builds(tmp_path, index, VERSIONS))
