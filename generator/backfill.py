@@ -245,16 +245,19 @@ class Prefetch:
             # parsing while this process folds this one.
             while self._asked < len(self._versions) and len(self._reading) + len(self._read) < READ_AHEAD + 1:
                 self._ask(self._versions[self._asked])
-            for done in [v for v, future in self._reading.items() if future.done()]:
-                self._parse(done, self._reading.pop(done))
+            # Releases read are handed on in their order, whichever read ended first: a blob
+            # is parsed for the first release that has it, and that release waits for it.
+            while self._reading and (first := next(iter(self._reading))) and self._reading[first].done():
+                self._parse(first, self._reading.pop(first))
+            next_read = [next(iter(self._reading.values()))] if self._reading else []
             if version not in self._read:
-                wait(list(self._reading.values()), return_when=FIRST_COMPLETED)
+                wait(next_read)
                 continue
             source, futures, parsed = self._read[version]
             pending = [future for future in futures if not future.done()]
             if not pending:
                 break
-            wait([*pending, *self._reading.values()], return_when=FIRST_COMPLETED)
+            wait([*pending, *next_read], return_when=FIRST_COMPLETED)
         del self._read[version]
         for future in futures:
             future.result()  # a worker's failure is this run's
