@@ -691,9 +691,10 @@ class Known:
 
     def forms(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """By id, each form searched beside the message, with its note: the printed forms
-        (no note), then the earlier wordings."""
+        (the note names the form, since a result's title is the error's message, or for one
+        raised without text the statement that raises it), then the earlier wordings."""
         return {
-            error: (*((text, "") for text in self.printed.get(error, ())), *self.wordings.get(error, ()))
+            error: (*((text, f"matched as it is printed: {text}") for text in self.printed.get(error, ())), *self.wordings.get(error, ()))
             for error in sorted(self.printed.keys() | self.wordings.keys())
         }
 

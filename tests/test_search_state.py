@@ -231,6 +231,8 @@ def test_printed_forms_find_errors_raised_without_a_message():
     found = search.lookup(paste, search.SearchIndex.of_entries(entries, REPO, (), search.Known(printed)))
     assert [candidate.id for candidate in found][:1] == [by_function["Receiver.failure_exception"]]
     assert found[0].match == "message"
+    # The result's title is the raise statement: the note names the form the paste matched.
+    assert found[0].note == f"matched as it is printed: {DECODE}"
     prefill = paste.replace("Decode", "Prefill").replace("decode_req.", "")
     assert search.lookup(prefill, search.SearchIndex.of_entries(entries, REPO, (), search.Known(printed)))[0].id == by_function["Sender.failure_exception"]
     # Kept between builds: the forms added, changed and taken away, with no blob changed.

@@ -152,7 +152,8 @@ def record(candidate: Candidate, at: dict[str, str | None] | None = None) -> dic
     """A candidate as SPEC's JSON: `id`, `message`, `score`, what a page shows, and how the
     paste matched it (`match`: `message`, `beginning` when the paste is only the message's
     beginning, `traceback`, `words`), and `note`: what the form it matched was, when not the
-    error's message now (an earlier wording, with its releases), else null."""
+    error's message now (an earlier wording, with its releases; a curated printed form, as
+    written), else null."""
     return {
         "id": candidate.id,
         "message": candidate.message,
