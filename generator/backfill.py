@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from contextlib import ExitStack
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -121,8 +121,7 @@ def _backfill(
     upstream = state.upstream()
     cache = SiteCache(cache_dir, extractor_version())
     todo = wanted[len(steps) :]
-    with ExitStack() as stack:
-        ahead = stack.enter_context(Prefetch(config, name, todo, cache_dir, cache, jobs)) if todo else None
+    with Prefetch(config, name, todo, cache_dir, cache, jobs) if todo else nullcontext() as ahead:
         # The state is written every SAVE_EVERY seconds, and when the run ends or stops
         # (interrupted, a download failed): writing the whole ledger after each of 119
         # releases cost more than folding most of them. A run killed outright folds again the
@@ -130,7 +129,7 @@ def _backfill(
         saved, unsaved = time.monotonic(), False
         try:
             for version in todo:
-                step, folded = fold_release(config, name, version, cache_dir, cache, records, jobs, ahead)
+                step, folded = fold_release(version, ahead, cache_dir, records, jobs)
                 if folded is not None:
                     upstream, update = folded
                     records, changes = update.records, [history.change_line(change) for change in update.changes] + changes
@@ -151,27 +150,20 @@ def _backfill(
 
 
 def fold_release(
-    config: Config,
-    name: str,
     version: str,
+    ahead: Prefetch,
     cache_dir: Path,
-    cache: SiteCache,
     records: Mapping[str, LedgerRecord],
     jobs: int | None,
-    ahead: Prefetch | None = None,
 ) -> tuple[ReleaseStep, tuple[Upstream, history.LedgerUpdate] | None]:
     """One release folded into `records` as its build would fold it: its step and the update,
-    or a skipped step and None when the release cannot be read. Its files are extracted as a
-    build extracts them (`pipeline.extract_upstream`, the sites cache, then parsing what it
-    lacks), whole: the call sites of a raiser depend on the raisers every other file defines,
-    so a file unchanged since the release before may still give other sites. With `ahead`, the
-    release comes from there, its new blobs already parsed into the cache."""
+    or a skipped step and None when the release cannot be read. The release comes from
+    `ahead`, its new blobs already parsed into the cache; its files are extracted as a build
+    extracts them (`pipeline.extract_upstream`, the sites cache, then parsing what it lacks),
+    whole: the call sites of a raiser depend on the raisers every other file defines, so a
+    file unchanged since the release before may still give other sites."""
     try:
-        if ahead is not None:
-            source, parsed = ahead.take(version)
-        else:
-            source = PypiSource(name, version, config, cache_dir)
-            parsed = len({file.blob_sha for file in source.files() if not cache.holds(file.blob_sha)})
+        source, parsed = ahead.take(version)
     except DownloadError:
         raise
     except SourceError as error:
@@ -222,8 +214,8 @@ class Prefetch:
         # the parsing of its new blobs, how many those are).
         self._reading: dict[str, Future] = {}
         self._read: dict[str, tuple[Source | SourceError, list[Future], int]] = {}
-        self._held = cache.keys()
-        self._queued: set[str] = set()
+        # Blobs the cache holds or the workers were handed.
+        self._seen = cache.keys()
         # The extractor (and libcst, 0.4 s to import) is imported before the workers are
         # forked, so they find it imported.
         import generator.extract  # noqa: F401
@@ -265,15 +257,17 @@ class Prefetch:
             raise source
         return source, parsed
 
+    def _submit(self, function: Callable, *args: object) -> Future:
+        """`function(*args)` on a worker, or here at once with one job."""
+        if self._pool is not None:
+            return self._pool.submit(function, *args)
+        future: Future = Future()
+        future.set_result(function(*args))
+        return future
+
     def _ask(self, version: str) -> None:
         self._asked += 1
-        future: Future
-        if self._pool is None:
-            future = Future()
-            future.set_result(_read_release(self._name, version, self._config, self._cache_dir))
-        else:
-            future = self._pool.submit(_read_release, self._name, version, self._config, self._cache_dir)
-        self._reading[version] = future
+        self._reading[version] = self._submit(_read_release, self._name, version, self._config, self._cache_dir)
 
     def _parse(self, version: str, reading: Future) -> None:
         """A release read: its new blobs handed to the workers."""
@@ -287,17 +281,11 @@ class Prefetch:
             return
         new = []
         for file in source.files():
-            if file.blob_sha not in self._held and file.blob_sha not in self._queued:
-                self._queued.add(file.blob_sha)
+            if file.blob_sha not in self._seen:
+                self._seen.add(file.blob_sha)
                 new.append(file)
         batches = [[(file, source.read(file)) for file in new[start : start + 8]] for start in range(0, len(new), 8)]
-        futures: list[Future] = []
-        for batch in batches:
-            if self._pool is None:
-                cache_blobs(self._cache, batch)
-            else:
-                futures.append(self._pool.submit(cache_blobs, self._cache, batch))
-        self._read[version] = (source, futures, len(new))
+        self._read[version] = (source, [self._submit(cache_blobs, self._cache, batch) for batch in batches], len(new))
 
 
 def _read_release(name: str, version: str, config: Config, cache_dir: Path) -> Source | SourceError:

@@ -237,12 +237,12 @@ def test_an_interrupted_backfill_continues_to_the_same_ledger(tmp_path, index, m
     fold = backfill_module.fold_release
     folded = []
 
-    def interrupted(config, name, version, *args):
+    def interrupted(version, *args):
         if version == "1.1" and not folded.count("stop"):
             folded.append("stop")
             raise KeyboardInterrupt
         folded.append(version)
-        return fold(config, name, version, *args)
+        return fold(version, *args)
 
     monkeypatch.setattr(backfill_module, "fold_release", interrupted)
     content = tmp_path / "content"
